@@ -1,0 +1,62 @@
+# hairline: `make demo` and `make test` set up everything they need from nothing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+# The build backend (maturin) and the tests find the venv's tools without activation.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+ENGINE_SOURCES := $(shell find engine/src -name '*.rs') engine/Cargo.toml Cargo.toml
+# System packages the tests and benchmarks talk to for real (installed when missing, as root).
+SYSDEPS := nginx wrk
+
+.PHONY: all build demo test lint typecheck test-rust test-py sysdeps bench clean
+
+all: build
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# The engine binary is copied into the venv at install time, so any Rust change reinstalls.
+$(STAMP): $(PY) pyproject.toml $(ENGINE_SOURCES)
+	$(PIP) install -q 'maturin>=1.5,<2'
+	$(PIP) install -q --no-build-isolation -e '.[dev]'
+	@touch $(STAMP)
+
+build: $(STAMP)
+
+sysdeps:
+	@missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing:$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "missing system packages:$$missing (install them, or some tests will skip)"; fi; \
+	fi
+
+demo: build
+	$(VENV)/bin/hairline demo
+
+lint: build
+	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff format --check python tests bench
+
+typecheck: build
+	$(VENV)/bin/mypy
+
+test-rust:
+	cargo test --release --quiet
+
+test-py: build sysdeps
+	$(PY) -m pytest -q tests
+
+test: lint typecheck test-rust test-py
+
+bench: build sysdeps
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) target .hairline

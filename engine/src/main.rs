@@ -1,0 +1,41 @@
+//! `hairline-engine`: the load generator, recorder and sample service behind hairline.
+//!
+//! Exit codes: 0 success, 1 the run finished but a validity gate failed under `--strict`,
+//! 2 bad input or a runtime failure.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use hairline_engine::{load, sample_service};
+
+#[derive(Parser)]
+#[command(name = "hairline-engine", version, about = "hairline's data plane")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay one open-loop request stream to every target in lockstep.
+    Load(load::LoadArgs),
+    /// Serve a realistic service with heavy-tailed request costs and regression knobs.
+    SampleService(sample_service::SampleServiceArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome: anyhow::Result<ExitCode> = match cli.command {
+        Command::Load(args) => load::run(args).map_err(anyhow::Error::from),
+        Command::SampleService(args) => sample_service::run(args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("hairline-engine: error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
