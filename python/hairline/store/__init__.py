@@ -1,0 +1,1 @@
+"""Persistence: the observations files (Parquet or CSV) behind every analysis."""
