@@ -34,4 +34,3 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="hairline")
 def main() -> None:
     """Catch tiny performance regressions in services before they reach production."""
-

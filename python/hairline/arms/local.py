@@ -1,0 +1,175 @@
+"""The local backend: an arm is a process group of this machine pinned to its own CPU set.
+
+Every arm runs in a new session (its own process group) so that stopping it stops whatever
+it forked too; :class:`LocalArm` is a context manager and stops the group on every exit
+path, so no process outlives the experiment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from hairline.errors import HairlineError
+
+__all__ = ["ArmFailed", "ArmSpec", "LocalArm", "free_port", "wait_http_ok"]
+
+
+class ArmFailed(HairlineError):
+    """An arm did not start, or never became healthy."""
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """How to run one arm: a command (already split into words), where it answers health."""
+
+    name: str
+    command: Sequence[str]
+    health_path: str = "/healthz"
+    cwd: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http_ok(
+    url: str,
+    *,
+    timeout_s: float,
+    alive: Callable[[], bool] = lambda: True,
+    interval_s: float = 0.05,
+) -> None:
+    """Poll ``url`` until it answers 2xx; raise :class:`ArmFailed` on timeout or death."""
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if not alive():
+            raise ArmFailed(f"{url}: the process exited before it became healthy")
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                if 200 <= response.status < 300:
+                    return
+                last = f"HTTP {response.status}"
+        except urllib.error.HTTPError as err:
+            last = f"HTTP {err.code}"
+        except (urllib.error.URLError, OSError) as err:
+            last = str(getattr(err, "reason", err))
+        time.sleep(interval_s)
+    raise ArmFailed(
+        f"{url} did not answer 2xx within {timeout_s:g} s (last: {last})",
+        hint="check the arm's log; raise the health timeout if the service starts slowly",
+    )
+
+
+class LocalArm:
+    """A running arm. Use as a context manager; ``stop()`` is idempotent."""
+
+    def __init__(
+        self,
+        spec: ArmSpec,
+        *,
+        port: int,
+        cpus: Sequence[int] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.spec = spec
+        self.port = port
+        self.cpus = tuple(cpus) if cpus else None
+        self.log_path = log_path
+        self.url = f"http://127.0.0.1:{port}"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise RuntimeError("arm not started")
+        return self._proc.pid
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, *, health_timeout_s: float = 30.0) -> LocalArm:
+        cpus = self.cpus
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+
+        def pin() -> None:
+            # Runs in the child before exec, so the service never runs off its CPU set.
+            if cpus:
+                os.sched_setaffinity(0, cpus)
+
+        try:
+            self._proc = subprocess.Popen(
+                list(self.spec.command),
+                cwd=self.spec.cwd,
+                env={**os.environ, **self.spec.env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=pin,
+            )
+        except OSError as err:
+            raise ArmFailed(
+                f"arm {self.spec.name}: cannot start {self.spec.command[0]!r}: {err}",
+                hint="check the start command in the service file",
+            ) from err
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()  # type: ignore[union-attr]
+        try:
+            wait_http_ok(
+                self.url + self.spec.health_path, timeout_s=health_timeout_s, alive=self.alive
+            )
+        except ArmFailed as err:
+            self.stop()
+            raise ArmFailed(
+                f"arm {self.spec.name}: {err.message}" + self._log_tail(), hint=err.hint
+            ) from None
+        return self
+
+    def _log_tail(self, lines: int = 5) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return ("\n  log: " + "\n  log: ".join(tail)) if tail else ""
+
+    def stop(self, *, grace_s: float = 5.0) -> None:
+        """SIGTERM the arm's process group, then SIGKILL what is left after ``grace_s``."""
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+        # Children that ignored SIGTERM, or outlived a leader that exited, go too.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+
+    def __enter__(self) -> LocalArm:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

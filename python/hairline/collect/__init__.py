@@ -1,0 +1,1 @@
+"""Metric collectors: process CPU and memory from procfs, service counters from Prometheus."""

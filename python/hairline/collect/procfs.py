@@ -1,0 +1,67 @@
+"""CPU time and anonymous memory of a process tree, read from procfs.
+
+CPU time comes from ``/proc/PID/task/TID/schedstat`` (nanoseconds on the CPU), not from
+``stat``'s utime+stime, whose 10 ms ticks are too coarse to see a 1% change over a trial.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["anon_memory_bytes", "cpu_time_ns", "process_tree"]
+
+_PROC = Path("/proc")
+
+
+def process_tree(root_pid: int, *, proc: Path = _PROC) -> list[int]:
+    """``root_pid`` and all its live descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name may contain spaces and parentheses; fields resume after the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [root_pid]
+    while todo:
+        pid = todo.pop()
+        if (proc / str(pid)).exists():
+            tree.append(pid)
+            todo.extend(children.get(pid, []))
+    return tree
+
+
+def cpu_time_ns(pids: list[int], *, proc: Path = _PROC) -> int:
+    """Total on-CPU nanoseconds of every thread of ``pids`` (exited threads are lost)."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(proc / str(pid) / "task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                total += int((proc / str(pid) / "task" / tid / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
+
+
+def anon_memory_bytes(pids: list[int], *, proc: Path = _PROC) -> int:
+    """Resident anonymous memory (``RssAnon``) of ``pids``, in bytes."""
+    total = 0
+    for pid in pids:
+        try:
+            status = (proc / str(pid) / "status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("RssAnon:"):
+                total += int(line.split()[1]) * 1024
+                break
+    return total

@@ -1,0 +1,91 @@
+"""Local arms: real processes, pinned, health-checked, and stopped with all their children."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hairline.arms.local import ArmFailed, ArmSpec, LocalArm, free_port
+from hairline.collect.procfs import process_tree
+
+
+def http_server(tmp_path: Path, port: int) -> ArmSpec:
+    (tmp_path / "healthz").write_text("ok")
+    return ArmSpec(
+        name="A",
+        command=[sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        health_path="/healthz",
+        cwd=tmp_path,
+    )
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie still answers kill(0); it no longer runs.
+    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+
+def test_arm_is_healthy_pinned_and_stopped(tmp_path: Path) -> None:
+    port = free_port()
+    with LocalArm(http_server(tmp_path, port), port=port, cpus=[0]).start() as arm:
+        assert arm.alive()
+        assert os.sched_getaffinity(arm.pid) == {0}
+        pid = arm.pid
+    assert gone(pid)
+
+
+def test_stop_takes_the_whole_process_group(tmp_path: Path) -> None:
+    port = free_port()
+    (tmp_path / "healthz").write_text("ok")
+    # A shell that forks a long sleep and then serves: the sleep must not outlive the arm.
+    script = f"sleep 300 & exec {sys.executable} -m http.server {port} --bind 127.0.0.1"
+    spec = ArmSpec(name="B", command=["sh", "-c", script], cwd=tmp_path)
+    with LocalArm(spec, port=port).start() as arm:
+        deadline = time.monotonic() + 5
+        while len(process_tree(arm.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tree = process_tree(arm.pid)
+        assert len(tree) >= 1
+        all_pids = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+        sleepers = [
+            p
+            for p in all_pids
+            if os.getpgid(p) == arm.pid and Path(f"/proc/{p}/comm").read_text().strip() == "sleep"
+        ]
+        assert sleepers
+    assert all(gone(p) for p in sleepers)
+
+
+def test_health_that_never_passes_fails_clearly_and_leaves_nothing(tmp_path: Path) -> None:
+    port = free_port()
+    spec = ArmSpec(
+        name="A",
+        command=[sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        health_path="/never-there",
+        cwd=tmp_path,
+    )
+    arm = LocalArm(spec, port=port, log_path=tmp_path / "arm.log")
+    with pytest.raises(ArmFailed, match=r"arm A: .*/never-there did not answer 2xx within 1 s"):
+        arm.start(health_timeout_s=1.0)
+    assert not arm.alive()
+
+
+def test_a_command_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
+    spec = ArmSpec(name="A", command=["sh", "-c", "echo cannot bind >&2; exit 3"])
+    arm = LocalArm(spec, port=free_port(), log_path=tmp_path / "arm.log")
+    with pytest.raises(ArmFailed, match="exited before it became healthy") as err:
+        arm.start(health_timeout_s=5.0)
+    assert "log: cannot bind" in err.value.message
+
+
+def test_a_missing_program_is_named(tmp_path: Path) -> None:
+    spec = ArmSpec(name="A", command=["/nonexistent/service"])
+    with pytest.raises(ArmFailed, match="cannot start '/nonexistent/service'"):
+        LocalArm(spec, port=free_port()).start()

@@ -1,0 +1,45 @@
+"""procfs collectors measure a real busy, memory-hungry child process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from hairline.collect.procfs import anon_memory_bytes, cpu_time_ns, process_tree
+
+BUSY = """
+import sys, time
+block = bytearray(64 * 1024 * 1024)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+print("ready", flush=True)
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    sum(range(1000))
+"""
+
+
+def test_cpu_time_grows_with_work_and_anon_memory_sees_the_block() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        pids = process_tree(proc.pid)
+        assert pids == [proc.pid]
+        before = cpu_time_ns(pids)
+        time.sleep(0.3)
+        spent = cpu_time_ns(pids) - before
+        # A spinning process gets most of 0.3 s on an idle core, and never more than the wall.
+        assert 50_000_000 < spent < 400_000_000
+        assert anon_memory_bytes(pids) > 60 * 1024 * 1024
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_vanished_process_counts_as_nothing() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    assert cpu_time_ns([proc.pid]) == 0
+    assert anon_memory_bytes([proc.pid]) == 0
+    assert process_tree(proc.pid) == []
