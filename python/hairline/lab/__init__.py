@@ -1,0 +1,1 @@
+"""The experiment lifecycle: schedules, the trial runner, analysis."""
