@@ -81,7 +81,8 @@ class MetricSample:
 
     def arm_values(self, arm: int) -> FloatArray:
         """The values of one arm (``ARM_A`` or ``ARM_B``)."""
-        return self.value[self.arm == arm]
+        selected: FloatArray = self.value[self.arm == arm]
+        return selected
 
     def select(self, mask: NDArray[np.bool_]) -> MetricSample:
         """The rows where ``mask`` is true, every column kept aligned."""
