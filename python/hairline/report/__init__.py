@@ -1,0 +1,1 @@
+"""Renderers: terminal tables, JSON (and, with the lab, Markdown and HTML)."""

@@ -1,0 +1,62 @@
+"""`hairline plan`: trials per design from variance components or A/A observations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from hairline.cli import main
+
+
+def test_plan_from_table1_orders_designs_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(
+        main, ["plan", "--endpoint", "1", "--threshold", "0.05", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    plans = json.loads(out.read_text())["by_design"]
+    # Perflab section 4: fully balanced has by far the least variance, unbalanced the most.
+    assert plans[0]["design"] == "fully-balanced"
+    assert plans[-1]["design"] == "unbalanced"
+    assert plans[0]["trials"] < plans[-1]["trials"]
+    assert all(p["achieved_power"] >= 0.8 for p in plans)
+
+
+def test_plan_from_aa_observations(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    rows = ["arm,trial,metric,value"]
+    for trial in range(12):
+        level = 100 * (1 + rng.normal(0, 0.01))
+        for arm in ("A", "B"):
+            for value in level * (1 + rng.normal(0, 0.02, size=50)):
+                rows.append(f"{arm},{trial},cpu,{value:.4f}")
+    path = tmp_path / "aa.csv"
+    path.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(
+        main, ["plan", "--aa", str(path), "--threshold", "1%", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    (metric,) = json.loads(out.read_text())["metrics"]
+    assert metric["metric"] == "cpu" and metric["aa_trials"] == 12
+    # Per-trial relative effects spread about 0.3-0.5%: a 1% threshold needs a few trials.
+    assert 1 <= metric["trials"]["trials"] <= 20
+
+
+def test_plan_without_a_source_or_with_a_bad_threshold_exits_2() -> None:
+    runner = CliRunner()
+    result = runner.invoke(main, ["plan", "--threshold", "1%"])
+    assert result.exit_code == 2 and "exactly one source" in result.output
+    result = runner.invoke(main, ["plan", "--endpoint", "1", "--threshold", "lots"])
+    assert result.exit_code == 2 and "'lots' is not a threshold" in result.output
+    result = runner.invoke(main, ["plan", "--components", "request=1", "--threshold", "0.1"])
+    assert result.exit_code == 2 and "missing host" in result.output
+    no_mu = "request=1,host=0.1,request_batch=0.1,host_batch=0.1,noise=0.1"
+    result = runner.invoke(main, ["plan", "--components", no_mu, "--threshold", "1%"])
+    assert result.exit_code == 2 and "needs the mean of A" in result.output
+    # Table 1's mu is 0.06 in standardised units: 1% of it is hopeless, and says so.
+    result = runner.invoke(main, ["plan", "--endpoint", "1", "--threshold", "1%"])
+    assert result.exit_code == 2 and "raise the threshold" in result.output
