@@ -1,0 +1,216 @@
+"""Verdicts for many metrics at once: regression, improvement, no change or inconclusive.
+
+Each metric has a threshold θ >= 0, relative (a fraction of the baseline) or absolute (in the
+metric's units), which is the practical-significance bound: the smallest change that
+matters. And a direction: ``higher-is-worse`` (CPU, latency, memory) or ``lower-is-worse``
+(throughput). Write w for the effect turned so that positive is worse (w = effect for
+higher-is-worse, -effect otherwise), [w_lo, w_hi] for its interval, and p for the p-value,
+adjusted across metrics when a correction is asked for. The rule, applied in order:
+
+1. **inconclusive** if p, w or the interval is NaN (the model could not decide).
+2. **regression** if p < alpha, w > 0 and w >= θ: a significant change in the worse
+   direction at least as large as the threshold.
+3. **improvement** if p < alpha, w < 0 and -w >= θ.
+4. **no change** if θ > 0 and the interval lies inside (-θ, θ): whatever changed, it is
+   smaller than what matters, in both directions.
+5. **no change** if θ = 0 and p >= alpha: with no practical bound the test alone decides.
+6. **inconclusive** otherwise: not shown to matter, but the interval reaches past ±θ, so a
+   change that matters is not ruled out (more trials would settle it). This includes a
+   significant change whose estimate is below θ while its interval reaches beyond θ.
+
+The interval is the model's (1 - alpha) interval, not adjusted; the adjustment touches the
+p-values only. Corrections across the metrics of one experiment:
+
+- ``holm`` (family-wise error): sort the m p-values, p_(i)·(m - i + 1), running maximum,
+  capped at 1.
+- ``bh`` (Benjamini–Hochberg, false-discovery rate): p_(i)·m/i, running minimum from the
+  largest down, capped at 1.
+
+NaN p-values are left out of m and stay NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from hairline.stats._modelkit import FloatArray
+from hairline.stats.data import Comparison
+
+__all__ = [
+    "Correction",
+    "Direction",
+    "Label",
+    "MetricRule",
+    "Verdict",
+    "adjust_p_values",
+    "decide",
+    "verdicts",
+]
+
+Direction = Literal["higher-is-worse", "lower-is-worse"]
+ThresholdKind = Literal["relative", "absolute"]
+Label = Literal["regression", "improvement", "no change", "inconclusive"]
+Correction = Literal["none", "holm", "bh"]
+
+
+@dataclass(frozen=True)
+class MetricRule:
+    """A metric's threshold (θ >= 0, a fraction when relative) and which way is worse."""
+
+    threshold: float = 0.0
+    kind: ThresholdKind = "relative"
+    direction: Direction = "higher-is-worse"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.threshold) and self.threshold >= 0.0):
+            raise ValueError(
+                f"threshold must be a finite number >= 0, got {self.threshold!r} "
+                f"(relative thresholds are fractions: 1% is 0.01)"
+            )
+        if self.kind not in ("relative", "absolute"):
+            raise ValueError(f"threshold kind must be relative or absolute, got {self.kind!r}")
+        if self.direction not in ("higher-is-worse", "lower-is-worse"):
+            raise ValueError(
+                f"direction must be higher-is-worse or lower-is-worse, got {self.direction!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One metric's verdict, with what it was decided from."""
+
+    metric: str
+    comparison: Comparison
+    rule: MetricRule
+    p_adjusted: float
+    label: Label
+    reason: str
+
+    @property
+    def threshold(self) -> float:
+        return self.rule.threshold
+
+    @property
+    def direction(self) -> Direction:
+        return self.rule.direction
+
+
+def _validate_adjust(p: FloatArray, method: str) -> None:
+    if method not in ("none", "holm", "bh"):
+        raise ValueError(f"unknown correction {method!r}; choose none, holm or bh")
+    finite = p[np.isfinite(p)]
+    if np.any((finite < 0.0) | (finite > 1.0)):
+        raise ValueError("p-values must lie in [0, 1]")
+
+
+def adjust_p_values(p_values: FloatArray, *, method: Correction) -> FloatArray:
+    """Holm or Benjamini–Hochberg adjusted p-values, in the input's order (NaN stays NaN)."""
+    p = np.asarray(p_values, dtype=np.float64)
+    _validate_adjust(p, method)
+    out = p.copy()
+    if method == "none":
+        return out
+    present = np.flatnonzero(np.isfinite(p))
+    m = len(present)
+    if m == 0:
+        return out
+    order = present[np.argsort(p[present], kind="stable")]
+    ranked = p[order]
+    rank = np.arange(1, m + 1)
+    if method == "holm":
+        adjusted = np.maximum.accumulate(ranked * (m - rank + 1))
+    else:
+        adjusted = np.minimum.accumulate((ranked * m / rank)[::-1])[::-1]
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def decide(
+    comparison: Comparison,
+    rule: MetricRule,
+    *,
+    p_value: float | None = None,
+    metric: str = "",
+) -> Verdict:
+    """The verdict for one metric by the rule in the module text.
+
+    ``p_value`` replaces the comparison's own (pass the adjusted one); ``alpha`` is the
+    comparison's.
+    """
+    p = comparison.p_value if p_value is None else p_value
+    sign = 1.0 if rule.direction == "higher-is-worse" else -1.0
+    if rule.kind == "relative":
+        effect, (lo, hi), unit = comparison.effect_rel, comparison.ci_rel, "relative"
+    else:
+        effect, (lo, hi), unit = comparison.effect_abs, comparison.ci_abs, "absolute"
+    worse = sign * effect
+    worse_lo, worse_hi = sorted((sign * lo, sign * hi))
+    theta = rule.threshold
+    alpha = comparison.alpha
+
+    def verdict(label: Label, reason: str) -> Verdict:
+        return Verdict(metric, comparison, rule, p, label, reason)
+
+    if any(math.isnan(x) for x in (p, worse, worse_lo, worse_hi)):
+        return verdict("inconclusive", "the model could not compute an effect or p-value")
+    significant = p < alpha
+    if significant and worse > 0 and worse >= theta:
+        return verdict(
+            "regression", f"p {p:.3g} < {alpha} and the {unit} effect is worse by >= {theta}"
+        )
+    if significant and worse < 0 and -worse >= theta:
+        return verdict(
+            "improvement", f"p {p:.3g} < {alpha} and the {unit} effect is better by >= {theta}"
+        )
+    if theta > 0 and -theta < worse_lo and worse_hi < theta:
+        return verdict("no change", f"the interval lies within ±{theta} ({unit})")
+    if theta == 0 and not significant:
+        return verdict("no change", f"p {p:.3g} >= {alpha} and no threshold is set")
+    return verdict(
+        "inconclusive",
+        f"the interval reaches beyond ±{theta} ({unit}) without a significant change that large",
+    )
+
+
+def _validate_verdicts(
+    comparisons: Mapping[str, Comparison], rules: Mapping[str, MetricRule]
+) -> None:
+    unknown = sorted(set(rules) - set(comparisons))
+    if unknown:
+        raise ValueError(
+            f"thresholds given for metrics without a comparison: {', '.join(unknown)}; "
+            f"check the metric names (known: {', '.join(sorted(comparisons))})"
+        )
+
+
+def verdicts(
+    comparisons: Mapping[str, Comparison],
+    rules: Mapping[str, MetricRule] | None = None,
+    *,
+    correction: Correction = "none",
+) -> dict[str, Verdict]:
+    """Verdicts for every metric, p-values adjusted across them by ``correction`` first.
+
+    A metric without a rule gets ``MetricRule()``: no threshold, higher is worse.
+    """
+    given = rules or {}
+    _validate_verdicts(comparisons, given)
+    names = list(comparisons)
+    adjusted = adjust_p_values(
+        np.array([comparisons[name].p_value for name in names], dtype=np.float64),
+        method=correction,
+    )
+    return {
+        name: decide(
+            comparisons[name],
+            given.get(name, MetricRule()),
+            p_value=float(adjusted[i]),
+            metric=name,
+        )
+        for i, name in enumerate(names)
+    }

@@ -1,0 +1,102 @@
+"""Properties every model must have, whatever the data (hypothesis, derandomised)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from hairline.stats.data import Comparison, MetricSample
+from hairline.stats.models import run_model
+
+HISTORY = [0.01, -0.02, 0.005, 0.0, -0.01, 0.015]
+SETTINGS = settings(
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.filter_too_much],
+)
+arm_values = st.lists(
+    st.floats(min_value=1.0, max_value=1000.0, allow_nan=False), min_size=3, max_size=25
+)
+scale_factors = st.floats(min_value=1e-3, max_value=1e3)
+shifts = st.floats(min_value=-0.5, max_value=1e4)
+
+
+def sample_of(a: list[float], b: list[float]) -> MetricSample:
+    """Two arms; rows are dealt round-robin into three trials so every model can run."""
+    trial = [i % 3 for i in range(len(a))] + [i % 3 for i in range(len(b))]
+    return MetricSample.from_arrays(a + b, [0] * len(a) + [1] * len(b), trial=trial)
+
+
+def run(name: str, sample: MetricSample) -> Comparison:
+    return run_model(name, sample, rng=np.random.default_rng(0), history=HISTORY)
+
+
+def informative(result: Comparison) -> bool:
+    return math.isfinite(result.p_value) and abs(result.effect_abs) > 1e-9 * abs(result.mean_a)
+
+
+SIGN_MODELS = [
+    "t-test-none",
+    "welch-none",
+    "t-test-sqrt",
+    "welch-outlier-cap",
+    "t-test-outlier-elim",
+    "permutation-none",
+    "permutation-sqrt",
+    "ci-test",
+]
+SHIFT_MODELS = ["t-test-none", "welch-none", "welch-outlier-cap", "permutation-none", "ci-test"]
+SCALE_MODELS = [*SIGN_MODELS, "permutation-outlier-cap", "welch-sqrt"]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", SIGN_MODELS)
+@SETTINGS
+@given(a=arm_values, b=arm_values)
+def test_swapping_arms_flips_the_sign(name: str, a: list[float], b: list[float]) -> None:
+    forward = run(name, sample_of(a, b))
+    backward = run(name, sample_of(b, a))
+    assume(informative(forward))
+    assert math.copysign(1.0, backward.effect_abs) == -math.copysign(1.0, forward.effect_abs)
+    assert math.copysign(1.0, backward.effect_rel) == -math.copysign(1.0, forward.effect_rel)
+    if name.startswith(("t-test", "welch", "permutation")):
+        assert backward.p_value == pytest.approx(forward.p_value, rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", SHIFT_MODELS)
+@SETTINGS
+@given(a=arm_values, b=arm_values, shift=shifts)
+def test_adding_a_constant_keeps_the_absolute_effect(
+    name: str, a: list[float], b: list[float], shift: float
+) -> None:
+    before = run(name, sample_of(a, b))
+    after = run(name, sample_of([x + shift for x in a], [x + shift for x in b]))
+    assume(math.isfinite(before.effect_abs))
+    if name == "ci-test":
+        # The ci-test is relative by design (history from runs at other levels combines):
+        # its absolute effect is still mean(B) - mean(A).
+        assert after.effect_abs == pytest.approx(before.effect_abs, abs=1e-6 * (1 + shift))
+        return
+    assert after.effect_abs == pytest.approx(before.effect_abs, abs=1e-6 * (1 + shift))
+    assert after.p_value == pytest.approx(before.p_value, rel=1e-4, abs=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("name", SCALE_MODELS)
+@SETTINGS
+@given(a=arm_values, b=arm_values, factor=scale_factors)
+def test_scaling_both_arms_keeps_the_relative_effect(
+    name: str, a: list[float], b: list[float], factor: float
+) -> None:
+    before = run(name, sample_of(a, b))
+    after = run(name, sample_of([x * factor for x in a], [x * factor for x in b]))
+    assume(math.isfinite(before.effect_rel))
+    assert after.effect_rel == pytest.approx(before.effect_rel, rel=1e-6, abs=1e-9)
+    assert after.ci_rel == pytest.approx(before.ci_rel, rel=1e-6, abs=1e-9)
+    assert after.p_value == pytest.approx(before.p_value, rel=1e-4, abs=1e-9)

@@ -1,0 +1,105 @@
+"""Adaptive model selection from A/A runs and artificial A/B runs, and the fallback model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from hairline.stats.data import MetricSample
+from hairline.stats.selection import (
+    evaluate_model,
+    fallback_model,
+    inject_regression,
+    select_model,
+)
+
+
+def single_trial_run(rng: np.random.Generator) -> MetricSample:
+    n = 200
+    return MetricSample.from_arrays(rng.normal(100.0, 10.0, 2 * n), np.repeat([0, 1], n))
+
+
+def multi_trial_run(rng: np.random.Generator) -> MetricSample:
+    """Eight trials; each arm of each trial drifts on its own, so rows are not independent."""
+    count, rows = 8, 25
+    trial = np.repeat(np.arange(count), 2 * rows)
+    arm = np.tile(np.repeat([0, 1], rows), count)
+    drift = rng.normal(0.0, 2.0, 2 * count)[2 * trial + arm]
+    value = 100.0 + rng.normal(0.0, 4.0, count)[trial] + drift + rng.normal(0.0, 5.0, len(trial))
+    return MetricSample.from_arrays(value, arm, trial=trial)
+
+
+def test_injection_scales_arm_b_only() -> None:
+    sample = MetricSample.from_arrays([10.0, 10.0, 20.0, 20.0], [0, 0, 1, 1])
+    assert inject_regression(sample, 0.05).value.tolist() == [10.0, 10.0, 21.0, 21.0]
+    with pytest.raises(ValueError, match="above -1"):
+        inject_regression(sample, -1.5)
+
+
+def test_fpr_estimates_are_in_band_and_mde_follows_bloom() -> None:
+    rng = np.random.default_rng(31)
+    runs = [single_trial_run(rng) for _ in range(150)]
+    score = evaluate_model("welch-none", runs, rng=rng, injected_rel=0.03)
+    lo, hi = sps.binom.interval(0.999, 150, 0.05)
+    assert lo <= score.false_positives <= hi
+    assert score.fpr_consistent
+    # SE of the relative difference is sqrt(2)·10/sqrt(200)/100 = 0.01; MDE ≈ 2.8 SE.
+    assert score.mde_rel == pytest.approx(2.8 * 0.01, rel=0.1)
+    # A 3% regression is about the MDE: found roughly 80% of the time (FNR near 20%).
+    assert 0.08 <= score.fnr <= 0.35
+
+
+def test_single_trial_runs_select_a_t_test() -> None:
+    rng = np.random.default_rng(2)
+    runs = [single_trial_run(rng) for _ in range(40)]
+    selection = select_model(runs, rng=rng, injected_rel=0.02)
+    assert selection.best is not None
+    assert selection.best.startswith(("t-test", "welch"))
+    permutation = selection.score("permutation-none")
+    assert not permutation.applicable and "trial" in (permutation.reason or "")
+    for name in ("t-test-none", "welch-none"):
+        assert selection.score(name).fpr_consistent
+
+
+def test_multi_trial_runs_reject_the_pooled_t_test() -> None:
+    rng = np.random.default_rng(4)
+    runs = [multi_trial_run(rng) for _ in range(40)]
+    selection = select_model(runs, rng=rng, injected_rel=0.05)
+    assert not selection.score("t-test-none").fpr_consistent
+    assert selection.score("permutation-none").fpr_consistent
+    assert selection.best in ("permutation-none", "permutation-sqrt", "ci-test")
+    assert selection.best in selection.reason
+
+
+def test_no_eligible_model_is_reported_not_guessed() -> None:
+    rng = np.random.default_rng(4)
+    runs = [multi_trial_run(rng) for _ in range(30)]
+    selection = select_model(runs, rng=rng, models=["t-test-none"], injected_rel=0.05)
+    assert selection.best is None
+    assert "no model" in selection.reason
+
+
+def test_selection_validates_its_input() -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="at least 2 A/A runs"):
+        select_model([single_trial_run(rng)], rng=rng)
+    with pytest.raises(ValueError, match="unknown model"):
+        select_model([single_trial_run(rng)] * 3, rng=rng, models=["nope"])
+
+
+def test_fallback_prefers_hosts_then_trials_then_welch() -> None:
+    arm = np.tile([0, 1], 7)
+    ones = np.ones(14)
+    two_hosts_per_arm = MetricSample.from_arrays(ones, arm, host=np.arange(14) % 4)
+    assert fallback_model(two_hosts_per_arm) == "bootstrap-host"
+    one_host_per_arm = MetricSample.from_arrays(
+        ones, arm, host=arm, trial=np.repeat(np.arange(7), 2)
+    )
+    assert fallback_model(one_host_per_arm) == "permutation-none"
+    # Six trials: the exact sign-flip test's smallest p-value, 2/64, is not below alpha/2.
+    six_trials = MetricSample.from_arrays(ones[:12], arm[:12], trial=np.repeat(np.arange(6), 2))
+    assert fallback_model(six_trials) == "welch-none"
+    assert fallback_model(MetricSample.from_arrays(ones, arm)) == "welch-none"
+    # A laxer alpha needs fewer trials.
+    assert fallback_model(six_trials, alpha=0.1) == "permutation-none"
