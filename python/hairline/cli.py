@@ -14,11 +14,14 @@ import click
 from rich.console import Console
 
 from hairline import __version__
-from hairline.config import parse_threshold
+from hairline.config import MetricPolicy, parse_directions, parse_threshold, parse_thresholds
 from hairline.errors import ConfigError, HairlineError
+from hairline.lab.analysis import AnalysisOptions
+from hairline.lab.analysis import analyze as run_analysis
 from hairline.lab.plan import parse_components, plan_from_aa, plan_from_components
 from hairline.report.jsonout import write_json
-from hairline.report.terminal import print_plan
+from hairline.report.terminal import analysis_json, print_analysis, print_plan
+from hairline.stats import list_models
 from hairline.stats.designs import VarianceComponents
 from hairline.stats.planning import CostModel
 from hairline.store.observations import read_observations
@@ -46,7 +49,9 @@ def main() -> None:
 
 
 def _console() -> Console:
-    return Console(stderr=False, highlight=False)
+    # Piped output (CI logs) gets a wide table rather than rich's 80-column default.
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=160)
 
 
 @main.command()
@@ -138,3 +143,108 @@ def plan(
     if json_path is not None:
         write_json(json_path, report)
         click.echo(f"wrote {json_path}")
+
+
+@main.command()
+@click.argument("observations", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--model",
+    default="adaptive",
+    show_default=True,
+    help="A model name (see --list-models) or adaptive: chosen per metric from --history.",
+)
+@click.option(
+    "--bootstrap",
+    type=click.Choice(["iid", "request", "host", "host-block"]),
+    help="Shorthand for --model bootstrap-KIND (Perflab's clustered bootstrap).",
+)
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05)
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="METRIC=1%",
+    help="Smallest change that matters, relative (1%) or absolute (0.2). Repeatable.",
+)
+@click.option("--default-threshold", default="1%", show_default=True, help="For metrics not named.")
+@click.option(
+    "--direction",
+    "directions",
+    multiple=True,
+    metavar="METRIC=lower-is-worse",
+    help="Which way is worse (default higher-is-worse). Repeatable.",
+)
+@click.option("--correction", type=click.Choice(["none", "holm", "bh"]), default="none")
+@click.option(
+    "--history",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A/A observations of the same service: for adaptive selection and the CI test.",
+)
+@click.option("--baseline", help="The baseline arm (default A, else the first arm).")
+@click.option("--no-warmup-cut", is_flag=True, help="Keep warm-up rows of time series.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+def analyze(
+    observations: Path,
+    model: str,
+    bootstrap: str | None,
+    alpha: float,
+    thresholds: tuple[str, ...],
+    default_threshold: str,
+    directions: tuple[str, ...],
+    correction: str,
+    history: Path | None,
+    baseline: str | None,
+    no_warmup_cut: bool,
+    seed: int,
+    json_path: Path | None,
+) -> None:
+    """Verdicts for every metric of an observations file (.parquet or .csv).
+
+    Exit status: 0 no regression, 1 a regression, 2 an error.
+    """
+    if bootstrap is not None:
+        if model != "adaptive":
+            raise ConfigError("--model and --bootstrap both name a model", hint="give one")
+        model = f"bootstrap-{bootstrap}"
+    if model != "adaptive" and model not in list_models():
+        raise ConfigError(
+            f"--model {model!r} is not a model",
+            hint=f"use adaptive or one of {', '.join(list_models())}",
+        )
+    parsed = parse_thresholds(thresholds)
+    directions_by_metric = parse_directions(directions)
+    default = parse_threshold(default_threshold, source="--default-threshold")
+    policies = {
+        metric: MetricPolicy(
+            threshold=parsed.get(metric, default),
+            direction=directions_by_metric.get(metric, "higher-is-worse"),
+        )
+        for metric in set(parsed) | set(directions_by_metric)
+    }
+    obs = read_observations(observations)
+    unknown = sorted(set(policies) - set(obs.metrics))
+    if unknown:
+        raise ConfigError(
+            f"--threshold/--direction name metrics not in {observations}: {', '.join(unknown)}",
+            hint=f"its metrics are {', '.join(obs.metrics)}",
+        )
+    result = run_analysis(
+        obs,
+        AnalysisOptions(
+            model=model,
+            alpha=alpha,
+            policies=policies,
+            default_policy=MetricPolicy(threshold=default),
+            correction=correction,  # type: ignore[arg-type]
+            cut_warmup=not no_warmup_cut,
+            seed=seed,
+        ),
+        history=read_observations(history) if history is not None else None,
+        baseline=baseline,
+    )
+    print_analysis(result, _console())
+    if json_path is not None:
+        write_json(json_path, analysis_json(result))
+        click.echo(f"wrote {json_path}")
+    sys.exit(EXIT_REGRESSION if result.regressions else EXIT_OK)

@@ -91,8 +91,13 @@ def test_selection_validates_its_input() -> None:
 def test_fallback_prefers_hosts_then_trials_then_welch() -> None:
     arm = np.tile([0, 1], 7)
     ones = np.ones(14)
-    two_hosts_per_arm = MetricSample.from_arrays(ones, arm, host=np.arange(14) % 4)
-    assert fallback_model(two_hosts_per_arm) == "bootstrap-host"
+    many_hosts = MetricSample.from_arrays(ones, arm, host=np.arange(14) % 8)
+    assert fallback_model(many_hosts) == "bootstrap-host"
+    # A local lab's two CPU sets, swapped between batches: too few hosts to resample.
+    two_swapped_hosts = MetricSample.from_arrays(
+        ones, arm, host=(arm + np.repeat(np.arange(7), 2)) % 2, trial=np.repeat(np.arange(7), 2)
+    )
+    assert fallback_model(two_swapped_hosts) == "permutation-none"
     one_host_per_arm = MetricSample.from_arrays(
         ones, arm, host=arm, trial=np.repeat(np.arange(7), 2)
     )

@@ -5,9 +5,17 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
 
-__all__ = ["print_plan"]
+__all__ = ["analysis_json", "print_analysis", "print_plan"]
+
+_STYLE = {
+    "regression": "bold red",
+    "improvement": "green",
+    "no change": "dim",
+    "inconclusive": "yellow",
+}
 
 
 def _fmt(x: float, relative: bool) -> str:
@@ -60,3 +68,77 @@ def print_plan(report: PlanReport, console: Console) -> None:
                 _fmt(m.trials.half_width, relative),
             )
         console.print(table)
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x != x else f"{x * 100:+.2f}%"
+
+
+def print_analysis(analysis: Analysis, console: Console) -> None:
+    table = Table(
+        title=f"{analysis.source}: each arm against {analysis.baseline} "
+        f"(alpha {analysis.alpha:g}, correction {analysis.correction})"
+    )
+    for column in ("metric", "arm", "effect", "CI", "p", "threshold", "model", "verdict"):
+        table.add_column(column, justify="right" if column in ("effect", "p") else "left")
+    for r in analysis.results:
+        c, v = r.comparison, r.verdict
+        threshold = (
+            f"{v.threshold * 100:g}%" if v.rule.kind == "relative" else f"{v.threshold:g}"
+        ) + (" (lower worse)" if v.direction == "lower-is-worse" else "")
+        table.add_row(
+            r.metric,
+            r.candidate,
+            _pct(c.effect_rel),
+            f"[{_pct(c.ci_rel[0])}, {_pct(c.ci_rel[1])}]",
+            f"{v.p_adjusted:.3g}",
+            threshold,
+            r.model,
+            f"[{_STYLE.get(v.label, '')}]{v.label}[/]",
+        )
+    console.print(table)
+    for r in analysis.results:
+        notes = [*r.comparison.warnings]
+        if r.warmup_rows_cut:
+            notes.append(f"warm-up: {r.warmup_rows_cut} rows cut")
+        if r.model_reason != "chosen by the user":
+            notes.append(r.model_reason)
+        for note in notes:
+            console.print(f"  {r.metric} ({r.candidate}): {note}", style="dim")
+
+
+def analysis_json(analysis: Analysis) -> dict[str, object]:
+    """The JSON contract of ``hairline analyze --json``: one object per metric and arm."""
+    return {
+        "source": analysis.source,
+        "baseline": analysis.baseline,
+        "alpha": analysis.alpha,
+        "correction": analysis.correction,
+        "regression": bool(analysis.regressions),
+        "metrics": [
+            {
+                "metric": r.metric,
+                "arm": r.candidate,
+                "effect_rel": r.comparison.effect_rel,
+                "ci_rel": list(r.comparison.ci_rel),
+                "effect_abs": r.comparison.effect_abs,
+                "ci_abs": list(r.comparison.ci_abs),
+                "mean_a": r.comparison.mean_a,
+                "mean_b": r.comparison.mean_b,
+                "p_value": r.comparison.p_value,
+                "p_adjusted": r.verdict.p_adjusted,
+                "model": r.model,
+                "model_reason": r.model_reason,
+                "threshold": r.verdict.threshold,
+                "threshold_kind": r.verdict.rule.kind,
+                "direction": r.verdict.direction,
+                "verdict": r.verdict.label,
+                "reason": r.verdict.reason,
+                "n_a": r.comparison.n_a,
+                "n_b": r.comparison.n_b,
+                "warmup_rows_cut": r.warmup_rows_cut,
+                "warnings": list(r.comparison.warnings),
+            }
+            for r in analysis.results
+        ],
+    }

@@ -268,12 +268,19 @@ def _min_permutation_trials(alpha: float) -> int:
     return math.ceil(2.0 - math.log2(alpha))
 
 
+#: Fewer hosts than this give the host bootstrap too few clusters to resample (Perflab's
+#: simulations use 16; its small-cluster correction keeps 8 close to nominal).
+MIN_BOOTSTRAP_HOSTS = 8
+
+
 def fallback_model(sample: MetricSample, *, alpha: float = 0.05) -> str:
     """The model used when there is no A/A history to select from.
 
-    1. ``bootstrap-host`` when each arm ran on at least 2 hosts: Perflab (table 3) shows the
-       host-clustered bootstrap holds its type I error in every design, because hosts are
-       the coarsest source of correlated noise and it resamples whole hosts.
+    1. ``bootstrap-host`` when there are at least ``MIN_BOOTSTRAP_HOSTS`` hosts: Perflab
+       (table 3) shows the host-clustered bootstrap holds its type I error in every design,
+       because hosts are the coarsest source of correlated noise and it resamples whole
+       hosts. With a handful of hosts (a local lab has two CPU sets) resampling them says
+       almost nothing about the spread, so fewer hosts fall through to the next rule.
     2. ``permutation-none`` when there are enough trials for the exact sign-flip test to
        reach alpha/2 (7 trials at alpha 0.05): it uses only per-trial differences, so noise
        shared by a trial's arms cancels and requests are never taken as independent.
@@ -286,7 +293,8 @@ def fallback_model(sample: MetricSample, *, alpha: float = 0.05) -> str:
     if sample.host is not None:
         hosts_a = len(np.unique(sample.host[sample.arm == ARM_A]))
         hosts_b = len(np.unique(sample.host[sample.arm == ARM_B]))
-        if min(hosts_a, hosts_b) >= 2:
+        hosts = len(np.unique(sample.host))
+        if min(hosts_a, hosts_b) >= 2 and hosts >= MIN_BOOTSTRAP_HOSTS:
             return "bootstrap-host"
     if sample.trial is not None and len(np.unique(sample.trial)) >= _min_permutation_trials(alpha):
         return "permutation-none"

@@ -1,0 +1,207 @@
+"""From observations to verdicts: warm-up cut, model per metric, threshold, correction.
+
+The one analysis path for ``hairline analyze`` and the lab's analysis phase (DESIGN.md's
+loop: warm-up cut -> preprocessing -> model per metric -> effect, CI, p-value -> verdict).
+
+Model choice per metric: a named model is used as given. ``adaptive`` scores every model on
+the metric's A/A history (ServiceLab section 4.2) and takes the best; without history, or
+when no model qualifies, it falls back to :func:`hairline.stats.fallback_model` and says so.
+A/A history is split into runs by its ``experiment`` column, or by ``trial`` when there is
+none: each run is one A/A comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pyarrow.compute as pc
+
+from hairline.config import MetricPolicy
+from hairline.errors import ConfigError, DataError
+from hairline.stats import (
+    Comparison,
+    DegenerateDataWarning,
+    MetricRule,
+    MetricSample,
+    Verdict,
+    cut_warmup,
+    fallback_model,
+    get_model,
+    list_models,
+    select_model,
+    verdicts,
+)
+from hairline.store.observations import Observations
+
+__all__ = ["Analysis", "AnalysisOptions", "MetricAnalysis", "analyze", "history_runs"]
+
+Correction = Literal["none", "holm", "bh"]
+
+# Fewer time-ordered rows than this per trial and arm is not a series to find warm-up in.
+_MIN_SERIES_ROWS = 20
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    model: str = "adaptive"
+    alpha: float = 0.05
+    policies: dict[str, MetricPolicy] = field(default_factory=dict)
+    default_policy: MetricPolicy = field(default_factory=MetricPolicy)
+    correction: Correction = "none"
+    cut_warmup: bool = True
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class MetricAnalysis:
+    """One metric of one candidate arm against the baseline."""
+
+    metric: str
+    candidate: str
+    model: str
+    model_reason: str
+    warmup_rows_cut: int
+    verdict: Verdict
+
+    @property
+    def comparison(self) -> Comparison:
+        return self.verdict.comparison
+
+
+@dataclass(frozen=True)
+class Analysis:
+    source: str
+    baseline: str
+    alpha: float
+    correction: Correction
+    results: tuple[MetricAnalysis, ...]
+
+    @property
+    def regressions(self) -> tuple[MetricAnalysis, ...]:
+        return tuple(r for r in self.results if r.verdict.label == "regression")
+
+
+def history_runs(history: Observations, metric: str) -> list[MetricSample]:
+    """The A/A runs of ``metric`` in ``history``, one MetricSample each."""
+    table = history.table
+    if "experiment" in table.column_names:
+        runs: list[MetricSample] = []
+        for experiment in pc.unique(table.column("experiment")).to_pylist():
+            part = dataclasses.replace(
+                history, table=table.filter(pc.equal(table.column("experiment"), experiment))
+            )
+            runs.extend(s for m, _, s in part.samples() if m == metric)
+        return runs
+    for found, _, sample in history.samples():
+        if found == metric:
+            if sample.trial is None:
+                return [sample]
+            return [sample.select(sample.trial == c) for c in np.unique(sample.trial)]
+    return []
+
+
+def _choose(
+    metric: str,
+    sample: MetricSample,
+    options: AnalysisOptions,
+    history: list[MetricSample],
+    rng: np.random.Generator,
+) -> tuple[str, str]:
+    if options.model != "adaptive":
+        return options.model, "chosen by the user"
+    if len(history) >= 2:
+        with warnings.catch_warnings():
+            # Models that cannot run on these runs are scored as such, not shouted about.
+            warnings.simplefilter("ignore", DegenerateDataWarning)
+            selection = select_model(history, rng=rng, alpha=options.alpha)
+        if selection.best is not None:
+            return selection.best, f"adaptive: best of {len(history)} A/A runs"
+        reason = f"adaptive: no model qualified on the A/A runs ({selection.reason})"
+    else:
+        reason = "adaptive: no A/A history for this metric"
+    return fallback_model(sample, alpha=options.alpha), reason + "; fallback model"
+
+
+def analyze(
+    observations: Observations,
+    options: AnalysisOptions,
+    *,
+    history: Observations | None = None,
+    baseline: str | None = None,
+) -> Analysis:
+    """Verdicts for every metric (and every candidate arm) of ``observations``."""
+    if options.model != "adaptive" and options.model not in list_models():
+        raise ConfigError(
+            f"unknown model {options.model!r}",
+            hint=f"use adaptive or one of {', '.join(list_models())}",
+        )
+    rng = np.random.default_rng(options.seed)
+    results: list[MetricAnalysis] = []
+    by_candidate: dict[str, dict[str, Comparison]] = {}
+    chosen: dict[tuple[str, str], tuple[str, str, int]] = {}
+    for metric, candidate, sample in observations.samples(baseline=baseline):
+        cut_rows = 0
+        if options.cut_warmup and _is_series(sample):
+            cut = cut_warmup(sample)
+            sample, cut_rows = cut.sample, cut.n_cut
+        runs = history_runs(history, metric) if history is not None else []
+        model, reason = _choose(metric, sample, options, runs, rng)
+        try:
+            with warnings.catch_warnings():
+                # Degenerate data is reported in Comparison.warnings; no stderr noise.
+                warnings.simplefilter("ignore", DegenerateDataWarning)
+                comparison = get_model(model)(
+                    sample, alpha=options.alpha, rng=rng, history=runs or None
+                )
+        except ValueError as err:
+            raise DataError(
+                f"{observations.source}: metric {metric!r} with model {model}: {err}",
+                hint="choose another --model, or add the missing column",
+            ) from None
+        by_candidate.setdefault(candidate, {})[metric] = comparison
+        chosen[(candidate, metric)] = (model, reason, cut_rows)
+
+    for candidate, comparisons in by_candidate.items():
+        rules = {m: _rule(options.policies.get(m, options.default_policy)) for m in comparisons}
+        for metric, verdict in verdicts(comparisons, rules, correction=options.correction).items():
+            model, reason, cut_rows = chosen[(candidate, metric)]
+            results.append(
+                MetricAnalysis(
+                    metric=metric,
+                    candidate=candidate,
+                    model=model,
+                    model_reason=reason,
+                    warmup_rows_cut=cut_rows,
+                    verdict=verdict,
+                )
+            )
+    return Analysis(
+        source=observations.source,
+        baseline=baseline or observations.baseline,
+        alpha=options.alpha,
+        correction=options.correction,
+        results=tuple(results),
+    )
+
+
+def _rule(policy: MetricPolicy) -> MetricRule:
+    return MetricRule(
+        threshold=policy.threshold.value,
+        kind="relative" if policy.threshold.relative else "absolute",
+        direction=policy.direction,
+    )
+
+
+def _is_series(sample: MetricSample) -> bool:
+    """Whether each trial and arm has a time series long enough to look for warm-up in."""
+    if sample.t is None or np.all(sample.t == sample.t[0]):
+        return False
+    trial = np.zeros(len(sample), dtype=np.int64) if sample.trial is None else sample.trial
+    keys = trial * 2 + sample.arm
+    return bool(np.bincount(keys - keys.min()).max() >= _MIN_SERIES_ROWS) and bool(
+        np.min(np.unique(keys, return_counts=True)[1]) >= _MIN_SERIES_ROWS
+    )

@@ -1,0 +1,104 @@
+"""`hairline analyze`: verdicts, JSON contract and exit codes on seeded data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from click.testing import CliRunner
+
+from hairline.cli import main
+from hairline.store.observations import write_observations
+
+
+def lockstep_experiment(path: Path, *, cpu_effect: float, seed: int, trials: int = 8) -> Path:
+    """Trials in which both arms serve the same requests, as the lab's lockstep replay does."""
+    rng = np.random.default_rng(seed)
+    columns: dict[str, list[object]] = {
+        k: [] for k in ("arm", "trial", "host", "request", "metric", "value", "t")
+    }
+    for trial in range(trials):
+        cost = rng.lognormal(0, 0.5, size=200) * 100  # the trial's requests
+        for arm, host in (("A", trial % 2), ("B", 1 - trial % 2)):
+            scale = 1 + cpu_effect if arm == "B" else 1.0
+            cpu = cost * scale * (1 + rng.normal(0, 0.01, size=cost.size))
+            mem = 500 + rng.normal(0, 2, size=cost.size)
+            for metric, values in (("cpu_ns", cpu), ("mem", mem)):
+                n = values.size
+                columns["arm"] += [arm] * n
+                columns["trial"] += [trial] * n
+                columns["host"] += [host] * n
+                columns["request"] += list(range(n))
+                columns["metric"] += [metric] * n
+                columns["value"] += values.tolist()
+                columns["t"] += (np.arange(n) * 0.05).tolist()
+    return write_observations(path, pa.table(columns))
+
+
+def test_a_three_percent_regression_is_flagged_with_exit_1(tmp_path: Path) -> None:
+    obs = lockstep_experiment(tmp_path / "ab.parquet", cpu_effect=0.03, seed=1)
+    out = tmp_path / "verdict.json"
+    result = CliRunner().invoke(
+        main, ["analyze", str(obs), "--threshold", "cpu_ns=1%", "--json", str(out)]
+    )
+    assert result.exit_code == 1, result.output
+    verdicts = {m["metric"]: m for m in json.loads(out.read_text())["metrics"]}
+    cpu = verdicts["cpu_ns"]
+    assert cpu["verdict"] == "regression"
+    assert cpu["ci_rel"][0] < 0.03 < cpu["ci_rel"][1]
+    assert cpu["p_value"] < 0.05 and cpu["model"] == "permutation-none"
+    assert verdicts["mem"]["verdict"] in ("no change", "inconclusive")
+    assert "regression" in result.output
+
+
+def test_an_aa_comparison_is_not_a_regression(tmp_path: Path) -> None:
+    obs = lockstep_experiment(tmp_path / "aa.parquet", cpu_effect=0.0, seed=2)
+    out = tmp_path / "verdict.json"
+    result = CliRunner().invoke(main, ["analyze", str(obs), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert not json.loads(out.read_text())["regression"]
+
+
+def test_history_drives_adaptive_selection(tmp_path: Path) -> None:
+    history = lockstep_experiment(tmp_path / "history.parquet", cpu_effect=0.0, seed=3, trials=10)
+    obs = lockstep_experiment(tmp_path / "ab.parquet", cpu_effect=0.03, seed=4)
+    out = tmp_path / "verdict.json"
+    result = CliRunner().invoke(
+        main, ["analyze", str(obs), "--history", str(history), "--json", str(out)]
+    )
+    assert result.exit_code == 1, result.output
+    cpu = next(m for m in json.loads(out.read_text())["metrics"] if m["metric"] == "cpu_ns")
+    assert cpu["model_reason"].startswith("adaptive: best of 10 A/A runs")
+
+
+def test_a_named_bootstrap_and_a_lower_is_worse_direction(tmp_path: Path) -> None:
+    obs = lockstep_experiment(tmp_path / "ab.parquet", cpu_effect=-0.05, seed=5)
+    out = tmp_path / "verdict.json"
+    result = CliRunner().invoke(
+        main,
+        ["analyze", str(obs), "--bootstrap", "iid", "--direction", "cpu_ns=lower-is-worse",
+         "--json", str(out)],
+    )  # fmt: skip
+    cpu = next(m for m in json.loads(out.read_text())["metrics"] if m["metric"] == "cpu_ns")
+    assert cpu["model"] == "bootstrap-iid"
+    assert cpu["direction"] == "lower-is-worse"
+    assert cpu["verdict"] == "regression" and result.exit_code == 1
+
+
+def test_bad_inputs_exit_2_with_the_column_or_option_named(tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arm,metric,value\nA,cpu,1\nB,cpu,x\n")
+    result = runner.invoke(main, ["analyze", str(bad)])
+    assert result.exit_code == 2 and "not numeric at row 2 (line 3)" in result.output
+    one_arm = tmp_path / "one.csv"
+    one_arm.write_text("arm,metric,value\nA,cpu,1\nA,cpu,2\n")
+    result = runner.invoke(main, ["analyze", str(one_arm)])
+    assert result.exit_code == 2 and "single arm" in result.output
+    obs = lockstep_experiment(tmp_path / "ab.parquet", cpu_effect=0.0, seed=6, trials=2)
+    result = runner.invoke(main, ["analyze", str(obs), "--threshold", "latency=1%"])
+    assert result.exit_code == 2 and "not in" in result.output and "cpu_ns" in result.output
+    result = runner.invoke(main, ["analyze", str(obs), "--model", "magic"])
+    assert result.exit_code == 2 and "is not a model" in result.output
