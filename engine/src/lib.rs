@@ -4,5 +4,14 @@
 //! arguments live beside its implementation so the library can be driven without the CLI.
 //! Library code returns typed errors (`thiserror`); only `main.rs` speaks `anyhow`.
 
+pub mod client;
+pub mod histogram;
 pub mod load;
+pub mod pace;
+pub mod record;
+pub mod replay;
+pub mod sample_cost;
 pub mod sample_service;
+pub mod trace;
+pub mod validity;
+pub mod sample_trace;

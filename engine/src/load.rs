@@ -1,15 +1,769 @@
-//! `hairline-engine load` (placeholder until the load engine lands).
-use std::process::ExitCode;
+//! `hairline-engine load`: command-line arguments become a validated [`Plan`] here, once;
+//! `replay` runs it; the summary, request records and HDR log are written from here.
+//!
+//! Exit codes: 0 done, 1 a validity gate failed and `--strict` was given, 2 an error
+//! (returned as [`LoadError`]).
 
-#[derive(clap::Args, Debug)]
-pub struct LoadArgs {}
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::ValueEnum;
+
+use crate::pace::{recorded_offsets, Arrival};
+use crate::record;
+use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
+use crate::trace::{is_token_byte, Trace, TraceError, TraceRequest};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ArrivalArg {
+    Constant,
+    Poisson,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PaceArg {
+    /// Loop the trace at --rate.
+    Rate,
+    /// Recorded timestamps (ts_us), scaled by --speed, gaps clamped to --max-gap-ms.
+    Recorded,
+    /// Like rate, but requests sharing a key wait for the previous one on each target.
+    Ordered,
+}
+
+/// Replay one open-loop request stream to every target in lockstep.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// A target as NAME=URL (http://host:port[/prefix]); repeat for each arm, in order.
+    #[arg(long = "target", value_name = "NAME=URL", required = true)]
+    pub targets: Vec<String>,
+    /// JSONL trace to replay (docs/trace-format.md).
+    #[arg(long, value_name = "FILE", conflicts_with = "paths")]
+    pub trace: Option<PathBuf>,
+    /// Request path with query (GET); repeat to cycle through several.
+    #[arg(long = "path", value_name = "PATH", required_unless_present = "trace")]
+    pub paths: Vec<String>,
+    /// Requests per second (not needed with --pace recorded).
+    #[arg(long, value_name = "PER_S")]
+    pub rate: Option<f64>,
+    #[arg(long, value_enum, default_value = "constant")]
+    pub arrival: ArrivalArg,
+    /// Seed of the Poisson schedule.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Length of the measurement phase in seconds (0 with --control: until stopped).
+    #[arg(long, value_name = "SECS")]
+    pub duration: f64,
+    /// Rate of the warm-up phase (default: --rate).
+    #[arg(long, value_name = "PER_S")]
+    pub warmup_rate: Option<f64>,
+    /// Length of the warm-up phase in seconds; nothing in it is measured.
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    pub warmup_duration: f64,
+    /// URL that answers 2xx once a target is warm: one per target in target order, or
+    /// NAME=URL for the targets that have one.
+    #[arg(long = "warm-url", value_name = "[NAME=]URL")]
+    pub warm_urls: Vec<String>,
+    /// Give up (exit 2) when a target is not warm after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub warm_timeout: f64,
+    /// Keep-alive connections per target.
+    #[arg(long, default_value_t = 32)]
+    pub connections: usize,
+    /// Requests outstanding per target beyond which new ones are dropped (and counted).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_in_flight: usize,
+    /// Connect and request timeout in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub timeout_ms: u64,
+    /// Length of a statistics interval in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub interval_ms: u64,
+    /// Write the summary JSON here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Write one binary record per request per target here (docs/engine.md).
+    #[arg(long, value_name = "FILE")]
+    pub requests: Option<PathBuf>,
+    /// Write an HdrHistogram interval log (V2, compressed; one tag per target) here.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// Read {"rate_per_s": R} / {"stop": true} lines from stdin; print interval lines.
+    #[arg(long)]
+    pub control: bool,
+    /// Exit 1 when a validity gate fails.
+    #[arg(long)]
+    pub strict: bool,
+    #[arg(long, value_enum, default_value = "rate")]
+    pub pace: PaceArg,
+    /// --pace recorded: replay speed factor (2 = twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// --pace recorded: longest gap between two requests, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1000.0)]
+    pub max_gap_ms: f64,
+    /// Add or replace a header on one target: NAME:Header=Value.
+    #[arg(long = "set-header", value_name = "NAME:HEADER=VALUE")]
+    pub set_headers: Vec<String>,
+    /// Override the Host header of one target: NAME=host.
+    #[arg(long = "host", value_name = "NAME=HOST")]
+    pub hosts: Vec<String>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("the load engine is not built yet")]
-    Missing,
+    #[error("invalid arguments:\n  - {}", .0.join("\n  - "))]
+    Invalid(Vec<String>),
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot install the signal handler: {0}")]
+    Signal(std::io::Error),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
 }
 
-pub fn run(_args: LoadArgs) -> Result<ExitCode, LoadError> {
-    Err(LoadError::Missing)
+pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
+    let plan = build_plan(&args)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(LoadError::Signal)?;
+    }
+    let create = |path: &PathBuf| {
+        File::create(path)
+            .map(|f| BufWriter::with_capacity(1 << 20, f))
+            .map_err(|source| LoadError::Create {
+                path: path.clone(),
+                source,
+            })
+    };
+    let mut sinks = Sinks::default();
+    if let Some(path) = &args.requests {
+        let mut w = create(path)?;
+        record::write_header(&mut w).map_err(|source| LoadError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        sinks.requests = Some(w);
+    }
+    if let Some(path) = &args.hdr_log {
+        sinks.hdr_log = Some(create(path)?);
+    }
+    // Create the summary file before running so a bad path fails in a second, not after
+    // the whole run.
+    let summary_file = match &args.summary {
+        Some(path) => Some(create(path)?),
+        None => None,
+    };
+    let summary = replay::run(&plan, sinks, stop)?;
+    let valid = summary
+        .get("valid")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    match (summary_file, &args.summary) {
+        (Some(mut w), Some(path)) => serde_json::to_writer_pretty(&mut w, &summary)
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.write_all(b"\n"))
+            .and_then(|()| w.flush())
+            .map_err(|source| LoadError::Write {
+                path: path.clone(),
+                source,
+            })?,
+        _ => {
+            let mut out = std::io::stdout().lock();
+            let text = if args.control {
+                // Under --control stdout is a stream of JSON lines; the summary is the last.
+                serde_json::to_string(&summary)
+            } else {
+                serde_json::to_string_pretty(&summary)
+            };
+            let text = text.map_err(|e| LoadError::Write {
+                path: "<stdout>".into(),
+                source: e.into(),
+            })?;
+            writeln!(out, "{text}")
+                .and_then(|()| out.flush())
+                .map_err(|source| LoadError::Write {
+                    path: "<stdout>".into(),
+                    source,
+                })?;
+        }
+    }
+    if args.strict && !valid {
+        eprintln!("hairline-engine: the run failed a validity gate (see \"gates\" in the summary)");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct ParsedTarget {
+    name: String,
+    url: String,
+    addr: SocketAddr,
+    authority: String,
+    prefix: String,
+}
+
+/// Validates every argument, collecting all problems before failing.
+pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
+    let mut problems: Vec<String> = Vec::new();
+
+    let mut targets: Vec<ParsedTarget> = Vec::new();
+    for spec in &args.targets {
+        match parse_target(spec) {
+            Ok(t) => {
+                if targets.iter().any(|o| o.name == t.name) {
+                    problems.push(format!("--target {spec}: the name {:?} is used twice; give each target its own name", t.name));
+                } else {
+                    targets.push(t);
+                }
+            }
+            Err(msg) => problems.push(format!("--target {spec}: {msg}")),
+        }
+    }
+    if targets.len() > u16::MAX as usize {
+        problems.push("too many --target (at most 65535)".into());
+    }
+    let index_of = |name: &str| targets.iter().position(|t| t.name == name);
+
+    let mut host_override: HashMap<usize, String> = HashMap::new();
+    for spec in &args.hosts {
+        match spec.split_once('=') {
+            Some((name, host))
+                if !host.is_empty() && host.bytes().all(|b| b > b' ' && b != 0x7f) =>
+            {
+                match index_of(name) {
+                    Some(i) => {
+                        host_override.insert(i, host.to_owned());
+                    }
+                    None => problems.push(format!("--host {spec}: no target named {name:?}")),
+                }
+            }
+            _ => problems.push(format!(
+                "--host {spec}: expected NAME=host, e.g. --host b=api.example.com"
+            )),
+        }
+    }
+    let mut set_headers: HashMap<usize, Vec<(String, String)>> = HashMap::new();
+    for spec in &args.set_headers {
+        let parsed = spec.split_once(':').and_then(|(name, rest)| {
+            let (header, value) = rest.split_once('=')?;
+            Some((name, header, value))
+        });
+        match parsed {
+            Some((name, header, value))
+                if !header.is_empty()
+                    && header.bytes().all(is_token_byte)
+                    && !value.bytes().any(|b| b == b'\r' || b == b'\n') =>
+            {
+                match index_of(name) {
+                    Some(i) => set_headers
+                        .entry(i)
+                        .or_default()
+                        .push((header.to_owned(), value.to_owned())),
+                    None => problems.push(format!("--set-header {spec}: no target named {name:?}")),
+                }
+            }
+            _ => problems.push(format!(
+                "--set-header {spec}: expected NAME:Header=Value, e.g. --set-header b:x-shard=3"
+            )),
+        }
+    }
+
+    let trace = match &args.trace {
+        Some(path) => Trace::load(path)?,
+        None => {
+            let mut requests = Vec::new();
+            for p in &args.paths {
+                if !p.starts_with('/') || p.bytes().any(|b| b <= b' ' || b == 0x7f) {
+                    problems.push(format!("--path {p:?}: expected a path starting with '/' without spaces, e.g. /api/feed?user=1"));
+                    continue;
+                }
+                requests.push(TraceRequest {
+                    method: "GET".into(),
+                    path: p.clone(),
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                    endpoint: p.split('?').next().unwrap_or(p).to_owned(),
+                    ts_us: None,
+                    key: None,
+                });
+            }
+            Trace { requests }
+        }
+    };
+    let (endpoints, template_endpoint) = trace.endpoints();
+    if endpoints.len() > u16::MAX as usize {
+        problems.push("the trace has more than 65535 endpoint labels".into());
+    }
+
+    let positive = |v: f64| v.is_finite() && v > 0.0;
+    let rate_per_s;
+    let arrival;
+    let arrival_name;
+    match args.pace {
+        PaceArg::Recorded => {
+            let ts: Vec<u64> = trace.requests.iter().filter_map(|r| r.ts_us).collect();
+            if !trace.requests.is_empty() && ts.len() != trace.requests.len() {
+                let first = trace
+                    .requests
+                    .iter()
+                    .position(|r| r.ts_us.is_none())
+                    .unwrap_or(0);
+                problems.push(format!(
+                    "--pace recorded needs ts_us on every trace request; request {} (line {} if there are no blank lines) has none",
+                    first + 1,
+                    first + 2
+                ));
+            }
+            if !positive(args.speed) {
+                problems.push(format!(
+                    "--speed {}: expected a factor > 0, e.g. 1 or 2.5",
+                    args.speed
+                ));
+            }
+            if !positive(args.max_gap_ms) {
+                problems.push(format!(
+                    "--max-gap-ms {}: expected a positive number of milliseconds",
+                    args.max_gap_ms
+                ));
+            }
+            if args.arrival != ArrivalArg::Constant {
+                problems.push("--arrival poisson does not apply to --pace recorded (the recording sets the gaps)".into());
+            }
+            let (offsets, loop_ns) = recorded_offsets(
+                &ts,
+                args.speed.max(1e-9),
+                (args.max_gap_ms.max(0.0) * 1e6) as u64,
+            );
+            let recorded = Arrival::Recorded {
+                offsets_ns: Arc::new(offsets),
+                loop_ns,
+            };
+            let natural = recorded.natural_rate_per_s().unwrap_or(0.0);
+            rate_per_s = match args.rate {
+                Some(r) => r,
+                None => natural,
+            };
+            arrival = recorded;
+            arrival_name = "recorded";
+        }
+        PaceArg::Rate | PaceArg::Ordered => {
+            rate_per_s = match args.rate {
+                Some(r) => r,
+                None => {
+                    problems
+                        .push("--rate is required (requests per second), e.g. --rate 1000".into());
+                    0.0
+                }
+            };
+            (arrival, arrival_name) = match args.arrival {
+                ArrivalArg::Constant => (Arrival::Constant, "constant"),
+                ArrivalArg::Poisson => (Arrival::Poisson { seed: args.seed }, "poisson"),
+            };
+        }
+    }
+    if args.rate.is_some() && !(rate_per_s.is_finite() && rate_per_s > 0.0) {
+        problems.push(format!(
+            "--rate {rate_per_s}: expected a positive number of requests per second"
+        ));
+    }
+    let warmup_rate_per_s = args.warmup_rate.unwrap_or(rate_per_s);
+    if !(warmup_rate_per_s.is_finite() && warmup_rate_per_s >= 0.0) {
+        problems.push(format!(
+            "--warmup-rate {warmup_rate_per_s}: expected a number >= 0"
+        ));
+    }
+    let warmup_arrival = match args.arrival {
+        ArrivalArg::Poisson => Arrival::Poisson {
+            seed: args.seed ^ 0x5741_524D,
+        },
+        ArrivalArg::Constant => Arrival::Constant,
+    };
+    let duration_ns = if args.duration.is_finite() && args.duration > 0.0 {
+        Some((args.duration * 1e9) as u64)
+    } else if args.duration == 0.0 && args.control {
+        None
+    } else {
+        problems.push(format!(
+            "--duration {}: expected a positive number of seconds (0 is allowed only with --control)",
+            args.duration
+        ));
+        None
+    };
+    if !(args.warmup_duration.is_finite() && args.warmup_duration >= 0.0) {
+        problems.push(format!(
+            "--warmup-duration {}: expected seconds >= 0",
+            args.warmup_duration
+        ));
+    }
+    if !positive(args.warm_timeout) {
+        problems.push(format!(
+            "--warm-timeout {}: expected a positive number of seconds",
+            args.warm_timeout
+        ));
+    }
+    if args.connections == 0 || args.connections > 100_000 {
+        problems.push(format!(
+            "--connections {}: expected 1 to 100000",
+            args.connections
+        ));
+    }
+    if args.max_in_flight == 0 {
+        problems.push("--max-in-flight 0: expected at least 1".into());
+    }
+    if args.timeout_ms == 0 {
+        problems.push("--timeout-ms 0: expected a positive number of milliseconds".into());
+    }
+    if args.interval_ms == 0 {
+        problems.push("--interval-ms 0: expected a positive number of milliseconds".into());
+    }
+
+    // Either one plain URL per target, in target order, or NAME=URL for any subset.
+    let mut warm_probes: Vec<WarmProbe> = Vec::new();
+    let named = args
+        .warm_urls
+        .iter()
+        .filter(|u| !u.starts_with("http"))
+        .count();
+    if named > 0 && named < args.warm_urls.len() {
+        problems.push("--warm-url: use either plain URLs (one per target, in order) or NAME=URL for each, not both".into());
+    } else if named == 0 && !args.warm_urls.is_empty() && args.warm_urls.len() != targets.len() {
+        problems.push(format!(
+            "--warm-url given {} times for {} targets; give one per target in target order, \
+             or NAME=URL for the targets that have one",
+            args.warm_urls.len(),
+            targets.len()
+        ));
+    } else {
+        for (i, spec) in args.warm_urls.iter().enumerate() {
+            let (target, url) = if named == 0 {
+                (Some(i), spec.as_str())
+            } else {
+                match spec.split_once('=') {
+                    Some((name, url)) => (index_of(name), url),
+                    None => (None, spec.as_str()),
+                }
+            };
+            let Some(target) = target else {
+                problems.push(format!(
+                    "--warm-url {spec}: expected NAME=URL with NAME one of the targets"
+                ));
+                continue;
+            };
+            if warm_probes.iter().any(|p| p.target == target) {
+                problems.push(format!(
+                    "--warm-url {spec}: a second warm URL for the same target"
+                ));
+                continue;
+            }
+            match parse_http_url(url) {
+                Ok((addr, authority, path, _)) => warm_probes.push(WarmProbe {
+                    target,
+                    url: url.to_owned(),
+                    addr,
+                    host: authority,
+                    path,
+                }),
+                Err(msg) => problems.push(format!("--warm-url {spec}: {msg}")),
+            }
+        }
+    }
+
+    if !problems.is_empty() {
+        return Err(LoadError::Invalid(problems));
+    }
+
+    let head_request: Vec<bool> = trace.requests.iter().map(|r| r.method == "HEAD").collect();
+    let bodies: Vec<Vec<u8>> = trace.requests.iter().map(|r| r.body.clone()).collect();
+    let targets: Vec<TargetPlan> = targets
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let host = host_override
+                .get(&i)
+                .cloned()
+                .unwrap_or_else(|| t.authority.clone());
+            let extra = set_headers.get(&i).map(Vec::as_slice).unwrap_or(&[]);
+            let heads = trace
+                .requests
+                .iter()
+                .map(|r| render_head(r, &t.prefix, &host, extra))
+                .collect();
+            TargetPlan {
+                name: t.name,
+                url: t.url,
+                addr: t.addr,
+                heads,
+            }
+        })
+        .collect();
+    let ordered_keys = (args.pace == PaceArg::Ordered).then(|| trace.key_ids());
+
+    Ok(Plan {
+        targets,
+        bodies,
+        head_request,
+        endpoints,
+        template_endpoint,
+        ordered_keys,
+        arrival,
+        arrival_name,
+        pace_name: match args.pace {
+            PaceArg::Rate => "rate",
+            PaceArg::Recorded => "recorded",
+            PaceArg::Ordered => "ordered",
+        },
+        rate_per_s,
+        duration_ns,
+        warmup_arrival,
+        warmup_rate_per_s,
+        warmup_ns: (args.warmup_duration * 1e9) as u64,
+        warm_probes,
+        warm_timeout_ns: (args.warm_timeout * 1e9) as u64,
+        connections: args.connections,
+        max_in_flight: args.max_in_flight,
+        timeout_ns: args.timeout_ms * 1_000_000,
+        interval_ns: args.interval_ms * 1_000_000,
+        control: args.control,
+        seed: args.seed,
+    })
+}
+
+fn parse_target(spec: &str) -> Result<ParsedTarget, String> {
+    let Some((name, url)) = spec.split_once('=') else {
+        return Err("expected NAME=URL, e.g. --target a=http://127.0.0.1:8080".into());
+    };
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+    {
+        return Err(format!(
+            "target name {name:?} must be letters, digits, '_', '-' or '.'"
+        ));
+    }
+    let (addr, authority, path, query) = parse_http_url(url)?;
+    if query {
+        return Err("a target URL has no query; put queries in --path or the trace".into());
+    }
+    let prefix = path.trim_end_matches('/').to_owned();
+    Ok(ParsedTarget {
+        name: name.to_owned(),
+        url: url.to_owned(),
+        addr,
+        authority,
+        prefix,
+    })
+}
+
+/// Address, Host authority, path (with query) and whether there was a query.
+fn parse_http_url(text: &str) -> Result<(SocketAddr, String, String, bool), String> {
+    let url = url::Url::parse(text)
+        .map_err(|e| format!("not a URL ({e}); write e.g. http://127.0.0.1:8080"))?;
+    if url.scheme() != "http" {
+        return Err(format!(
+            "scheme {:?} is not supported; use http://",
+            url.scheme()
+        ));
+    }
+    let host = url.host_str().ok_or("the URL has no host")?;
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addr = (host.trim_start_matches('[').trim_end_matches(']'), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} resolves to no address"))?;
+    let authority = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    };
+    let mut path = url.path().to_owned();
+    let query = url.query().is_some();
+    if let Some(q) = url.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    Ok((addr, authority, path, query))
+}
+
+/// The request head for one target up to the request-id header, which is added per send.
+fn render_head(r: &TraceRequest, prefix: &str, host: &str, extra: &[(String, String)]) -> Vec<u8> {
+    let mut head = format!(
+        "{} {}{} HTTP/1.1\r\nhost: {}\r\n",
+        r.method, prefix, r.path, host
+    );
+    // Framing and routing headers are the engine's, not the recording's.
+    let ours = |name: &str| {
+        [
+            "host",
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "x-hairline-request-id",
+        ]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
+            || extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+    };
+    for (name, value) in &r.headers {
+        if !ours(name) {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    for (name, value) in extra {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !r.body.is_empty() || matches!(r.method.as_str(), "POST" | "PUT" | "PATCH") {
+        head.push_str(&format!("content-length: {}\r\n", r.body.len()));
+    }
+    head.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: LoadArgs,
+    }
+
+    fn args(extra: &[&str]) -> LoadArgs {
+        let mut argv = vec!["load"];
+        argv.extend_from_slice(extra);
+        Cli::parse_from(argv).args
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let a = args(&[
+            "--target",
+            "nourl",
+            "--path",
+            "/x",
+            "--rate=-1",
+            "--duration",
+            "0",
+            "--connections",
+            "0",
+        ]);
+        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+            panic!("expected invalid")
+        };
+        let text = problems.join("\n");
+        assert!(text.contains("--target nourl: expected NAME=URL"), "{text}");
+        assert!(text.contains("--rate -1"), "{text}");
+        assert!(text.contains("--duration 0"), "{text}");
+        assert!(text.contains("--connections 0"), "{text}");
+    }
+
+    #[test]
+    fn rewrites_apply_to_one_target_only() {
+        let a = args(&[
+            "--target",
+            "a=http://127.0.0.1:1/base/",
+            "--target",
+            "b=http://127.0.0.1:2",
+            "--path",
+            "/api/feed?user=1",
+            "--rate",
+            "10",
+            "--duration",
+            "1",
+            "--set-header",
+            "b:x-shard=3",
+            "--host",
+            "b=api.example",
+        ]);
+        let plan = build_plan(&a).expect("valid");
+        let head_a = String::from_utf8(plan.targets[0].heads[0].clone()).expect("ascii");
+        let head_b = String::from_utf8(plan.targets[1].heads[0].clone()).expect("ascii");
+        assert_eq!(
+            head_a,
+            "GET /base/api/feed?user=1 HTTP/1.1\r\nhost: 127.0.0.1:1\r\n"
+        );
+        assert_eq!(
+            head_b,
+            "GET /api/feed?user=1 HTTP/1.1\r\nhost: api.example\r\nx-shard: 3\r\n"
+        );
+        assert_eq!(plan.endpoints, vec!["/api/feed"]);
+    }
+
+    #[test]
+    fn warm_urls_are_positional_or_named() {
+        let base = [
+            "--target",
+            "a=http://127.0.0.1:1",
+            "--target",
+            "b=http://127.0.0.1:2",
+            "--path",
+            "/",
+            "--rate",
+            "10",
+            "--duration",
+            "1",
+        ];
+        let mut named = base.to_vec();
+        named.extend(["--warm-url", "b=http://127.0.0.1:2/warm"]);
+        let plan = build_plan(&args(&named)).expect("valid");
+        assert_eq!(plan.warm_probes.len(), 1);
+        assert_eq!(plan.warm_probes[0].target, 1);
+        assert_eq!(plan.warm_probes[0].path, "/warm");
+        let mut mixed = base.to_vec();
+        mixed.extend([
+            "--warm-url",
+            "b=http://127.0.0.1:2/warm",
+            "--warm-url",
+            "http://127.0.0.1:1/warm",
+        ]);
+        let Err(LoadError::Invalid(problems)) = build_plan(&args(&mixed)) else {
+            panic!("expected invalid")
+        };
+        assert!(problems[0].contains("not both"), "{problems:?}");
+    }
+
+    #[test]
+    fn rewrites_must_name_a_known_target() {
+        let a = args(&[
+            "--target",
+            "a=http://127.0.0.1:1",
+            "--path",
+            "/",
+            "--rate",
+            "10",
+            "--duration",
+            "1",
+            "--set-header",
+            "zz:x=1",
+            "--host",
+            "a",
+            "--warm-url",
+            "http://127.0.0.1:1/w",
+            "--warm-url",
+            "http://127.0.0.1:1/w",
+        ]);
+        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+            panic!("expected invalid")
+        };
+        let text = problems.join("\n");
+        assert!(text.contains("no target named \"zz\""), "{text}");
+        assert!(text.contains("--host a: expected NAME=host"), "{text}");
+    }
 }

@@ -21,6 +21,8 @@ enum Command {
     Load(load::LoadArgs),
     /// Serve a realistic service with heavy-tailed request costs and regression knobs.
     SampleService(sample_service::SampleServiceArgs),
+    /// Write a synthetic JSONL trace for the sample service (endpoint mix, Zipf users).
+    SampleTrace(sample_service::SampleTraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +30,9 @@ fn main() -> ExitCode {
     let outcome: anyhow::Result<ExitCode> = match cli.command {
         Command::Load(args) => load::run(args).map_err(anyhow::Error::from),
         Command::SampleService(args) => sample_service::run(args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
+        Command::SampleTrace(args) => sample_service::run_trace(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
     };

@@ -1,14 +1,938 @@
-//! `hairline-engine sample-service` (placeholder until the sample service lands).
+//! `hairline-engine sample-service`: a realistic service to test hairline against.
+//!
+//! Requests cost heavy-tailed, deterministic amounts of real CPU and memory (see
+//! `sample_cost`), so the same request stream sent to two instances does the same work on
+//! both, and a regression knob makes the difference hairline must find.
+//!
+//! Design: one acceptor thread hands connections round-robin to a fixed pool of worker
+//! threads; each worker runs its own `mio` event loop over its connections and does the
+//! request's work inline. Any number of keep-alive connections is served by `--threads`
+//! threads, and no lock is taken on the request path except the counters' atomics.
 
-#[derive(clap::Args, Debug)]
-pub struct SampleServiceArgs {}
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::sample_cost::{self, Endpoint};
+
+pub use crate::sample_trace::{run_trace, SampleTraceArgs, SampleTraceError};
+
+/// How often idle loops look at the shutdown flag.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
+/// A request head larger than this is refused (431) rather than buffered without bound.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Request bodies are read and ignored; larger ones are refused (413).
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Upper bound of the memory `--regress-mem` keeps resident, over all workers.
+const MAX_RETAINED_BYTES: u64 = 1 << 30;
+/// Buffers each worker keeps from `--regress-mem` (fewer when they would pass the bound).
+const RETAINED_BUFFERS_PER_WORKER: u64 = 256;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SampleServiceArgs {
+    /// TCP port; 0 picks a free one and prints `listening on HOST:PORT` first on stdout.
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Worker threads [default: the CPUs this process may run on].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// JIT-like warm-up: requests cost up to 3x more until this many seconds after the first
+    /// API request; then `sample_warm` is 1 and /warm answers 200.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub warmup_s: f64,
+    /// Regression: every request does this fraction more CPU work (0.03 = 3% more).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub regress_cpu: f64,
+    /// Regression: every request allocates and touches this many more bytes, and the
+    /// process keeps a bounded pool of them resident.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub regress_mem: u64,
+    /// Regression: every request does this many more simulated downstream reads.
+    #[arg(long, default_value_t = 0)]
+    pub extra_reads: u64,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleServiceError {
-    #[error("the sample service is not built yet")]
-    Missing,
+    #[error("port {port} on {host} is already in use; pass --port 0 to pick a free port, or stop the process holding it")]
+    PortInUse { host: String, port: u16 },
+    #[error("cannot listen on {host}:{port}")]
+    Listen {
+        host: String,
+        port: u16,
+        source: io::Error,
+    },
+    #[error("--host {0:?} is not an IP address (write e.g. 127.0.0.1 or ::1)")]
+    BadHost(String),
+    #[error("--{flag} {value} is invalid: {hint}")]
+    BadFlag {
+        flag: &'static str,
+        value: String,
+        hint: &'static str,
+    },
+    #[error("cannot start the sample service")]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Trace(#[from] SampleTraceError),
 }
 
-pub fn run(_args: SampleServiceArgs) -> Result<(), SampleServiceError> {
-    Err(SampleServiceError::Missing)
+/// Checked settings the workers share.
+#[derive(Debug, Clone)]
+struct Settings {
+    warmup_s: f64,
+    regress_cpu: f64,
+    regress_mem: u64,
+    extra_reads: u64,
+    retained_per_worker: usize,
+}
+
+fn validate(args: &SampleServiceArgs) -> Result<(SocketAddr, usize), SampleServiceError> {
+    let ip: std::net::IpAddr = args
+        .host
+        .parse()
+        .map_err(|_| SampleServiceError::BadHost(args.host.clone()))?;
+    let threads = match args.threads {
+        Some(0) => {
+            return Err(SampleServiceError::BadFlag {
+                flag: "threads",
+                value: "0".into(),
+                hint: "write a positive number of worker threads, or leave it out",
+            })
+        }
+        Some(n) => n,
+        None => thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    };
+    if !(args.warmup_s.is_finite() && args.warmup_s >= 0.0) {
+        return Err(SampleServiceError::BadFlag {
+            flag: "warmup-s",
+            value: args.warmup_s.to_string(),
+            hint: "write a number of seconds >= 0",
+        });
+    }
+    if !(args.regress_cpu.is_finite() && args.regress_cpu > -1.0 && args.regress_cpu <= 100.0) {
+        return Err(SampleServiceError::BadFlag {
+            flag: "regress-cpu",
+            value: args.regress_cpu.to_string(),
+            hint: "write a fraction of extra work per request in (-1, 100], e.g. 0.03 for 3% more",
+        });
+    }
+    Ok((SocketAddr::new(ip, args.port), threads))
+}
+
+/// Counters behind /metrics; atomics so workers never contend on a lock.
+struct Metrics {
+    /// [route][status] request counts.
+    requests: [[AtomicU64; Status::COUNT]; Route::COUNT],
+    reads: [AtomicU64; 3],
+    work_units: AtomicU64,
+    start_unix_s: f64,
+    first_api_request: OnceLock<Instant>,
+    /// Request counter used as the user source when a request names neither a user nor a
+    /// request id.
+    anonymous: AtomicU64,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let start_unix_s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        Metrics {
+            requests: Default::default(),
+            reads: Default::default(),
+            work_units: AtomicU64::new(0),
+            start_unix_s,
+            first_api_request: OnceLock::new(),
+            anonymous: AtomicU64::new(0),
+        }
+    }
+
+    fn since_first_request_s(&self) -> Option<f64> {
+        self.first_api_request
+            .get()
+            .map(|t| t.elapsed().as_secs_f64())
+    }
+
+    fn is_warm(&self, warmup_s: f64) -> bool {
+        warmup_s <= 0.0 || self.since_first_request_s().is_some_and(|s| s >= warmup_s)
+    }
+
+    fn count(&self, route: Route, status: Status) {
+        self.requests[route as usize][status as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, warmup_s: f64) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::with_capacity(2048);
+        out.push_str("# HELP sample_requests_total Requests answered, by endpoint and status.\n");
+        out.push_str("# TYPE sample_requests_total counter\n");
+        for route in Route::ALL {
+            for status in Status::ALL {
+                let n = self.requests[route as usize][status as usize].load(Ordering::Relaxed);
+                // The API's 200 series always exist so a scraper sees them from the start.
+                if n > 0 || (route.endpoint().is_some() && status == Status::Ok) {
+                    let _ = writeln!(
+                        out,
+                        "sample_requests_total{{endpoint=\"{}\",status=\"{}\"}} {n}",
+                        route.label(),
+                        status.code()
+                    );
+                }
+            }
+        }
+        out.push_str(
+            "# HELP sample_downstream_reads_total Simulated downstream reads, by endpoint.\n",
+        );
+        out.push_str("# TYPE sample_downstream_reads_total counter\n");
+        for e in Endpoint::ALL {
+            let n = self.reads[e.index()].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "sample_downstream_reads_total{{endpoint=\"{}\"}} {n}",
+                e.path()
+            );
+        }
+        out.push_str("# HELP sample_cpu_work_units_total CPU work units done (~1 us each).\n");
+        out.push_str("# TYPE sample_cpu_work_units_total counter\n");
+        let _ = writeln!(
+            out,
+            "sample_cpu_work_units_total {}",
+            self.work_units.load(Ordering::Relaxed)
+        );
+        out.push_str("# HELP sample_warm 1 once the JIT-like warm-up is over.\n");
+        out.push_str("# TYPE sample_warm gauge\n");
+        let _ = writeln!(out, "sample_warm {}", u8::from(self.is_warm(warmup_s)));
+        out.push_str(
+            "# HELP process_start_time_seconds Start time of the process since the Unix epoch.\n",
+        );
+        out.push_str("# TYPE process_start_time_seconds gauge\n");
+        let _ = writeln!(out, "process_start_time_seconds {:.3}", self.start_unix_s);
+        if let Some(cpu_s) = process_cpu_s() {
+            out.push_str("# HELP process_cpu_seconds_total User and system CPU time.\n");
+            out.push_str("# TYPE process_cpu_seconds_total counter\n");
+            let _ = writeln!(out, "process_cpu_seconds_total {cpu_s:.6}");
+        }
+        if let Some(rss) = resident_bytes() {
+            out.push_str("# HELP process_resident_memory_bytes Resident memory size.\n");
+            out.push_str("# TYPE process_resident_memory_bytes gauge\n");
+            let _ = writeln!(out, "process_resident_memory_bytes {rss}");
+        }
+        out
+    }
+}
+
+fn process_cpu_s() -> Option<f64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage writes a full rusage into the pointer on success.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: rc == 0, so the struct was initialised.
+    let usage = unsafe { usage.assume_init() };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(tv(usage.ru_utime) + tv(usage.ru_stime))
+}
+
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).ok()?)
+}
+
+/// Every path the service answers, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Feed,
+    Profile,
+    Search,
+    Healthz,
+    Warm,
+    Metrics,
+    Other,
+}
+
+impl Route {
+    const COUNT: usize = 7;
+    const ALL: [Route; Route::COUNT] = [
+        Route::Feed,
+        Route::Profile,
+        Route::Search,
+        Route::Healthz,
+        Route::Warm,
+        Route::Metrics,
+        Route::Other,
+    ];
+
+    fn from_path(path: &str) -> Route {
+        match path {
+            "/api/feed" => Route::Feed,
+            "/api/profile" => Route::Profile,
+            "/api/search" => Route::Search,
+            "/healthz" => Route::Healthz,
+            "/warm" => Route::Warm,
+            "/metrics" => Route::Metrics,
+            _ => Route::Other,
+        }
+    }
+
+    fn endpoint(self) -> Option<Endpoint> {
+        match self {
+            Route::Feed => Some(Endpoint::Feed),
+            Route::Profile => Some(Endpoint::Profile),
+            Route::Search => Some(Endpoint::Search),
+            _ => None,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Route::Feed => "/api/feed",
+            Route::Profile => "/api/profile",
+            Route::Search => "/api/search",
+            Route::Healthz => "/healthz",
+            Route::Warm => "/warm",
+            Route::Metrics => "/metrics",
+            // Unknown paths share one label so a scanner cannot blow up the series count.
+            Route::Other => "other",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Ok,
+    BadRequest,
+    NotFound,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    HeaderTooLarge,
+    Unavailable,
+}
+
+impl Status {
+    const COUNT: usize = 7;
+    const ALL: [Status; Status::COUNT] = [
+        Status::Ok,
+        Status::BadRequest,
+        Status::NotFound,
+        Status::MethodNotAllowed,
+        Status::PayloadTooLarge,
+        Status::HeaderTooLarge,
+        Status::Unavailable,
+    ];
+
+    fn code(self) -> u16 {
+        match self {
+            Status::Ok => 200,
+            Status::BadRequest => 400,
+            Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
+            Status::PayloadTooLarge => 413,
+            Status::HeaderTooLarge => 431,
+            Status::Unavailable => 503,
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::BadRequest => "Bad Request",
+            Status::NotFound => "Not Found",
+            Status::MethodNotAllowed => "Method Not Allowed",
+            Status::PayloadTooLarge => "Payload Too Large",
+            Status::HeaderTooLarge => "Request Header Fields Too Large",
+            Status::Unavailable => "Service Unavailable",
+        }
+    }
+}
+
+struct Response {
+    status: Status,
+    content_type: &'static str,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn text(status: Status, body: impl Into<String>) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.into().into_bytes(),
+        }
+    }
+
+    fn json(body: String) -> Response {
+        Response {
+            status: Status::Ok,
+            content_type: "application/json",
+            body: body.into_bytes(),
+        }
+    }
+}
+
+/// State one worker keeps between requests.
+struct WorkerState {
+    shared: Arc<Shared>,
+    /// `--regress-mem` buffers kept resident, oldest first.
+    retained: VecDeque<Vec<u8>>,
+}
+
+struct Shared {
+    settings: Settings,
+    metrics: Metrics,
+}
+
+/// What the request head says, borrowed from the read buffer only while parsing.
+struct RequestHead {
+    method: String,
+    target: String,
+    request_id: Option<Vec<u8>>,
+    keep_alive: bool,
+    content_length: usize,
+    head_len: usize,
+}
+
+fn parse_head(buf: &[u8]) -> Result<Option<RequestHead>, &'static str> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err("malformed HTTP request"),
+    };
+    let version = req.version.unwrap_or(1);
+    let mut keep_alive = version >= 1;
+    let mut content_length = 0usize;
+    let mut request_id = None;
+    for h in req.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            content_length = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or("bad Content-Length")?;
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
+            if v.contains("close") {
+                keep_alive = false;
+            } else if v.contains("keep-alive") {
+                keep_alive = true;
+            }
+        } else if h.name.eq_ignore_ascii_case("x-hairline-request-id") {
+            request_id = Some(h.value.to_vec());
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked bodies are not needed by any client of the sample service.
+            return Err("Transfer-Encoding is not supported; send a Content-Length");
+        }
+    }
+    Ok(Some(RequestHead {
+        method: req.method.unwrap_or("GET").to_string(),
+        target: req.path.unwrap_or("/").to_string(),
+        request_id,
+        keep_alive,
+        content_length,
+        head_len,
+    }))
+}
+
+fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == key).then_some(v)
+    })
+}
+
+impl WorkerState {
+    fn handle(&mut self, head: &RequestHead) -> (Route, Response) {
+        let (path, query) = head
+            .target
+            .split_once('?')
+            .unwrap_or((head.target.as_str(), ""));
+        let route = Route::from_path(path);
+        if !matches!(head.method.as_str(), "GET" | "HEAD" | "POST") {
+            return (route, Response::text(Status::MethodNotAllowed, "use GET\n"));
+        }
+        let settings = &self.shared.settings;
+        let metrics = &self.shared.metrics;
+        let response = match route {
+            Route::Healthz => Response::text(Status::Ok, "ok\n"),
+            Route::Warm => {
+                if metrics.is_warm(settings.warmup_s) {
+                    Response::text(Status::Ok, "warm\n")
+                } else {
+                    Response::text(Status::Unavailable, "warming up\n")
+                }
+            }
+            Route::Metrics => Response {
+                status: Status::Ok,
+                content_type: "text/plain; version=0.0.4",
+                body: metrics.render(settings.warmup_s).into_bytes(),
+            },
+            Route::Other => Response::text(Status::NotFound, format!("no such path: {path}\n")),
+            Route::Feed | Route::Profile | Route::Search => {
+                // Route::endpoint is Some for exactly these three arms.
+                let endpoint = route.endpoint().unwrap_or(Endpoint::Profile);
+                match self.user_of(query, head.request_id.as_deref()) {
+                    Ok(user) => self.serve_api(endpoint, user),
+                    Err(message) => Response::text(Status::BadRequest, message),
+                }
+            }
+        };
+        (route, response)
+    }
+
+    fn user_of(&self, query: &str, request_id: Option<&[u8]>) -> Result<u64, String> {
+        if let Some(raw) = query_param(query, "user") {
+            return raw.parse::<u64>().map_err(|_| {
+                format!("user must be a non-negative integer, got {raw:?}; write e.g. ?user=123\n")
+            });
+        }
+        Ok(match request_id {
+            Some(id) => sample_cost::user_for_request_id(id),
+            None => {
+                let n = self
+                    .shared
+                    .metrics
+                    .anonymous
+                    .fetch_add(1, Ordering::Relaxed);
+                sample_cost::zipf_user(
+                    sample_cost::mix64(n),
+                    sample_cost::USERS,
+                    sample_cost::ZIPF_S,
+                )
+            }
+        })
+    }
+
+    fn serve_api(&mut self, endpoint: Endpoint, user: u64) -> Response {
+        let settings = &self.shared.settings;
+        let metrics = &self.shared.metrics;
+        let first = *metrics.first_api_request.get_or_init(Instant::now);
+        let warm = sample_cost::warmup_factor(first.elapsed().as_secs_f64(), settings.warmup_s);
+        let reads = endpoint.downstream_reads() + settings.extra_reads;
+        let base = sample_cost::base_units(endpoint, user);
+        let units = sample_cost::effective_units(base, warm, settings.regress_cpu, reads);
+        let checksum = sample_cost::burn(user, units);
+
+        // Memory scales with the base cost, not the warm-up or CPU knob, so the knobs stay
+        // independent of each other.
+        let bytes = (base.round() as u64) * sample_cost::BYTES_PER_UNIT * endpoint.memory_factor();
+        let mut scratch = vec![0u8; usize::try_from(bytes).unwrap_or(usize::MAX / 2)];
+        let mut folded = sample_cost::touch(&mut scratch, checksum);
+        drop(scratch);
+        if settings.regress_mem > 0 {
+            let mut extra =
+                vec![0u8; usize::try_from(settings.regress_mem).unwrap_or(usize::MAX / 2)];
+            folded ^= sample_cost::touch(&mut extra, checksum);
+            if settings.retained_per_worker > 0 {
+                if self.retained.len() >= settings.retained_per_worker {
+                    self.retained.pop_front();
+                }
+                self.retained.push_back(extra);
+            }
+        }
+
+        metrics.reads[endpoint.index()].fetch_add(reads, Ordering::Relaxed);
+        metrics.work_units.fetch_add(units, Ordering::Relaxed);
+        Response::json(format!(
+            "{{\"endpoint\":\"{}\",\"user\":{user},\"work_units\":{units},\"downstream_reads\":{reads},\"checksum\":\"{:016x}\"}}\n",
+            endpoint.path(),
+            std::hint::black_box(folded),
+        ))
+    }
+}
+
+fn write_response(out: &mut Vec<u8>, response: &Response, head_only: bool, keep_alive: bool) {
+    let _ = write!(
+        out,
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}\r\n",
+        response.status.code(),
+        response.status.reason(),
+        response.content_type,
+        response.body.len(),
+        if keep_alive {
+            ""
+        } else {
+            "Connection: close\r\n"
+        },
+    );
+    if !head_only {
+        out.extend_from_slice(&response.body);
+    }
+}
+
+struct Connection {
+    stream: TcpStream,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    written: usize,
+    /// Close once the output is flushed (client asked, or the stream is unusable).
+    closing: bool,
+    writable_interest: bool,
+}
+
+enum Step {
+    Keep,
+    Close,
+}
+
+impl Connection {
+    fn on_event(&mut self, state: &mut WorkerState) -> Step {
+        let mut chunk = [0u8; 16 * 1024];
+        let mut peer_closed = false;
+        if !self.closing {
+            loop {
+                match self.stream.read(&mut chunk) {
+                    Ok(0) => {
+                        peer_closed = true;
+                        break;
+                    }
+                    Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => return Step::Close,
+                }
+            }
+            self.serve_buffered(state);
+        }
+        if self.flush().is_err() {
+            return Step::Close;
+        }
+        let drained = self.written == self.output.len();
+        if drained {
+            self.output.clear();
+            self.written = 0;
+        }
+        if (self.closing || peer_closed) && drained {
+            Step::Close
+        } else {
+            Step::Keep
+        }
+    }
+
+    /// Answers every complete request in the input (pipelining included).
+    fn serve_buffered(&mut self, state: &mut WorkerState) {
+        while !self.closing {
+            match parse_head(&self.input) {
+                Ok(None) => {
+                    if self.input.len() > MAX_HEAD_BYTES {
+                        self.refuse(state, Status::HeaderTooLarge, "request head too large\n");
+                    }
+                    return;
+                }
+                Err(message) => {
+                    self.refuse(state, Status::BadRequest, message);
+                    return;
+                }
+                Ok(Some(head)) => {
+                    if head.content_length > MAX_BODY_BYTES {
+                        self.refuse(state, Status::PayloadTooLarge, "request body too large\n");
+                        return;
+                    }
+                    let total = head.head_len + head.content_length;
+                    if self.input.len() < total {
+                        return;
+                    }
+                    let (route, response) = state.handle(&head);
+                    state.shared.metrics.count(route, response.status);
+                    write_response(
+                        &mut self.output,
+                        &response,
+                        head.method == "HEAD",
+                        head.keep_alive,
+                    );
+                    self.input.drain(..total);
+                    if !head.keep_alive {
+                        self.closing = true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn refuse(&mut self, state: &WorkerState, status: Status, message: &str) {
+        state.shared.metrics.count(Route::Other, status);
+        write_response(
+            &mut self.output,
+            &Response::text(status, message),
+            false,
+            false,
+        );
+        self.input.clear();
+        self.closing = true;
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        while self.written < self.output.len() {
+            match self.stream.write(&self.output[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+const WAKER: Token = Token(usize::MAX);
+
+struct WorkerHandle {
+    sender: Sender<TcpStream>,
+    waker: Arc<Waker>,
+}
+
+fn worker_loop(
+    mut poll: Poll,
+    incoming: Receiver<TcpStream>,
+    shared: Arc<Shared>,
+    shutdown: Arc<AtomicBool>,
+) -> io::Result<()> {
+    let mut events = Events::with_capacity(256);
+    let mut connections: HashMap<usize, Connection> = HashMap::new();
+    let mut next_token = 0usize;
+    let mut state = WorkerState {
+        shared,
+        retained: VecDeque::new(),
+    };
+    while !shutdown.load(Ordering::Relaxed) {
+        if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        for event in events.iter() {
+            if event.token() == WAKER {
+                while let Ok(mut stream) = incoming.try_recv() {
+                    let token = next_token;
+                    next_token = next_token.wrapping_add(1) % (usize::MAX - 1);
+                    if poll
+                        .registry()
+                        .register(&mut stream, Token(token), Interest::READABLE)
+                        .is_ok()
+                    {
+                        connections.insert(
+                            token,
+                            Connection {
+                                stream,
+                                input: Vec::new(),
+                                output: Vec::new(),
+                                written: 0,
+                                closing: false,
+                                writable_interest: false,
+                            },
+                        );
+                    }
+                }
+                continue;
+            }
+            let token = event.token().0;
+            let Some(conn) = connections.get_mut(&token) else {
+                continue;
+            };
+            match conn.on_event(&mut state) {
+                Step::Close => {
+                    if let Some(mut conn) = connections.remove(&token) {
+                        let _ = poll.registry().deregister(&mut conn.stream);
+                    }
+                }
+                Step::Keep => {
+                    // Edge-triggered: ask for writability only while output is pending.
+                    let want_write = conn.written < conn.output.len();
+                    if want_write != conn.writable_interest {
+                        let interest = if want_write {
+                            Interest::READABLE | Interest::WRITABLE
+                        } else {
+                            Interest::READABLE
+                        };
+                        if poll
+                            .registry()
+                            .reregister(&mut conn.stream, Token(token), interest)
+                            .is_ok()
+                        {
+                            conn.writable_interest = want_write;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn bind(addr: SocketAddr) -> Result<StdListener, SampleServiceError> {
+    StdListener::bind(addr).map_err(|source| {
+        let (host, port) = (addr.ip().to_string(), addr.port());
+        if source.kind() == io::ErrorKind::AddrInUse {
+            SampleServiceError::PortInUse { host, port }
+        } else {
+            SampleServiceError::Listen { host, port, source }
+        }
+    })
+}
+
+pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
+    let (addr, threads) = validate(&args)?;
+    // Without --regress-mem nothing is retained (checked_div yields None for 0 bytes).
+    let retained_per_worker = (MAX_RETAINED_BYTES / threads as u64)
+        .checked_div(args.regress_mem)
+        .map_or(0, |bound| bound.min(RETAINED_BUFFERS_PER_WORKER) as usize);
+    let settings = Settings {
+        warmup_s: args.warmup_s,
+        regress_cpu: args.regress_cpu,
+        regress_mem: args.regress_mem,
+        extra_reads: args.extra_reads,
+        retained_per_worker,
+    };
+
+    let std_listener = bind(addr)?;
+    std_listener.set_nonblocking(true)?;
+    let local = std_listener.local_addr()?;
+    let mut listener = TcpListener::from_std(std_listener);
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&shutdown))?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&shutdown))?;
+
+    let shared = Arc::new(Shared {
+        settings,
+        metrics: Metrics::new(),
+    });
+    let mut workers = Vec::with_capacity(threads);
+    let mut joins = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (sender, receiver) = mpsc::channel();
+        let (shared, shutdown) = (Arc::clone(&shared), Arc::clone(&shutdown));
+        joins.push(
+            thread::Builder::new()
+                .name(format!("sample-worker-{i}"))
+                .spawn(move || worker_loop(poll, receiver, shared, shutdown))?,
+        );
+        workers.push(WorkerHandle { sender, waker });
+    }
+
+    // The first line of stdout is the contract with a parent that passed --port 0.
+    {
+        let mut stdout = io::stdout().lock();
+        writeln!(stdout, "listening on {local}")?;
+        stdout.flush()?;
+    }
+
+    let mut poll = Poll::new()?;
+    const LISTENER: Token = Token(0);
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let mut events = Events::with_capacity(64);
+    let next = AtomicUsize::new(0);
+    while !shutdown.load(Ordering::Relaxed) {
+        if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e.into());
+        }
+        if events.is_empty() {
+            continue;
+        }
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let i = next.fetch_add(1, Ordering::Relaxed) % workers.len();
+                    if workers[i].sender.send(stream).is_ok() {
+                        let _ = workers[i].waker.wake();
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors and the like: say so, back off, keep serving.
+                    eprintln!("sample-service: accept failed: {e}");
+                    thread::sleep(Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+    }
+    drop(workers);
+    for join in joins {
+        match join.join() {
+            Ok(result) => result?,
+            Err(_) => return Err(io::Error::other("a worker thread panicked").into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_complete_head_is_parsed_with_its_request_id_and_keep_alive() {
+        let raw = b"GET /api/feed?user=7 HTTP/1.1\r\nHost: x\r\nX-Hairline-Request-Id: r1\r\n\r\n";
+        let head = parse_head(raw).unwrap().unwrap();
+        assert_eq!(head.target, "/api/feed?user=7");
+        assert_eq!(head.request_id.as_deref(), Some(&b"r1"[..]));
+        assert!(head.keep_alive);
+        assert_eq!(head.head_len, raw.len());
+    }
+
+    #[test]
+    fn a_partial_head_waits_and_http10_closes() {
+        assert!(parse_head(b"GET / HTTP/1.1\r\nHost").unwrap().is_none());
+        let head = parse_head(b"GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(!head.keep_alive);
+    }
+
+    #[test]
+    fn query_params_are_found_by_name() {
+        assert_eq!(query_param("a=1&user=42", "user"), Some("42"));
+        assert_eq!(query_param("users=1", "user"), None);
+    }
+
+    #[test]
+    fn bad_flags_are_refused_with_the_flag_name() {
+        let args = |f: fn(&mut SampleServiceArgs)| {
+            let mut a = SampleServiceArgs {
+                port: 0,
+                host: "127.0.0.1".into(),
+                threads: None,
+                warmup_s: 0.0,
+                regress_cpu: 0.0,
+                regress_mem: 0,
+                extra_reads: 0,
+            };
+            f(&mut a);
+            validate(&a)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(args(|a| a.regress_cpu = -1.5).contains("--regress-cpu"));
+        assert!(args(|a| a.warmup_s = -1.0).contains("--warmup-s"));
+        assert!(args(|a| a.threads = Some(0)).contains("--threads"));
+        assert!(args(|a| a.host = "localhost:1".into()).contains("--host"));
+        assert!(args(|_| ()).is_empty());
+    }
 }

@@ -1,0 +1,339 @@
+"""``hairline-engine load`` on loopback against real sample services.
+
+Pacing figures on a shared machine are disturbed by whatever else runs, so these tests
+check what the engine guarantees under any load (counts, ids, error kinds, that a stall
+shows in corrected and not in uncorrected latency) and leave precision to the benchmarks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hairline.engine import (
+    ControlledLoad,
+    LoadPlan,
+    find_engine,
+    latency_rows,
+    measure,
+    read_requests,
+    run_load,
+    warm_up,
+)
+from hairline.errors import EngineError
+
+# A cheap, fixed-cost request: the sample service's work does not swamp a small machine.
+LIGHT = "/api/profile?user=1"
+
+
+@pytest.fixture(autouse=True)
+def _engine_env(engine_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAIRLINE_ENGINE", str(engine_path))
+
+
+def closed_port() -> int:
+    """A loopback port with nothing listening on it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_constant_rate_is_kept_and_every_request_is_recorded(sample_service, tmp_path):
+    svc = sample_service()
+    plan = LoadPlan(
+        targets=(("a", svc.url),),
+        paths=(LIGHT,),
+        rate_per_s=1000,
+        duration_s=3,
+        requests_path=tmp_path / "requests.bin",
+        hdr_log_path=tmp_path / "latency.hlog",
+    )
+
+    result = run_load(plan)
+
+    a = result.targets["a"]
+    assert result.scheduled == 3000
+    assert a.achieved_rate_per_s == pytest.approx(1000, rel=0.02)
+    assert a.requests == 3000 and a.errors == 0 and a.status == {200: 3000}
+    assert 0 < a.latency_us.p50 <= a.latency_us.p99 <= a.latency_us.max
+    assert a.uncorrected_latency_us.p50 <= a.latency_us.p50
+    assert result.endpoints == ("/api/profile",)
+
+    records = read_requests(tmp_path / "requests.bin")
+    assert len(records) == a.requests
+    assert sorted(records["request_id"].tolist()) == list(range(3000))
+    assert (records["status"] == 200).all() and (records["error"] == 0).all()
+    # Request i is intended at i ms: the schedule is absolute, not accumulated.
+    order = np.argsort(records["request_id"])
+    assert (records["intended_ns"][order] == np.arange(3000) * 1_000_000).all()
+    assert (records["latency_ns"] >= records["uncorrected_ns"]).all()
+
+    log = (tmp_path / "latency.hlog").read_text().splitlines()
+    intervals = [line for line in log if line.startswith("Tag=a,")]
+    assert len(intervals) == 3
+    for line in intervals:
+        # V2 compressed (cookie 0x1c849304 | 0x10 for 8-byte words, as Java writes it),
+        # length, then a deflated V2 histogram: 3 significant digits over 1 ns .. 1 h.
+        blob = base64.b64decode(line.split(",")[4])
+        cookie, length = struct.unpack(">iI", blob[:8])
+        assert cookie == 0x1C849314 and length == len(blob) - 8
+        inner = zlib.decompress(blob[8:])
+        cookie, _, _, digits, lowest, highest = struct.unpack(">iiiiqq", inner[:32])
+        assert (cookie, digits, lowest, highest) == (0x1C849313, 3, 1, 3_600_000_000_000)
+
+
+def test_lockstep_sends_every_request_id_to_both_targets(sample_service, tmp_path):
+    a, b = sample_service(), sample_service()
+    plan = LoadPlan(
+        targets=(("a", a.url), ("b", b.url)),
+        # No user in the query: the service derives the work from the request id, so both
+        # targets do the same work for the same id.
+        paths=("/api/profile",),
+        rate_per_s=500,
+        duration_s=2,
+        requests_path=tmp_path / "requests.bin",
+    )
+
+    result = run_load(plan)
+
+    records = read_requests(tmp_path / "requests.bin")
+    ids = {
+        name: sorted(records["request_id"][records["target"] == t.index].tolist())
+        for name, t in result.targets.items()
+    }
+    assert ids["a"] == ids["b"] == list(range(1000))
+    skew = result.dispatch_skew_us
+    assert 0 < skew.count <= 1000
+    assert 0 < skew.p50 <= skew.p99 <= skew.max
+    served = {
+        name: svc.metrics()['sample_requests_total{endpoint="/api/profile",status="200"}']
+        for name, svc in (("a", a), ("b", b))
+    }
+    assert served == {"a": 1000, "b": 1000}
+
+
+def test_measurement_waits_until_every_target_is_warm(sample_service):
+    cold = sample_service(warmup_s=1.0)
+    warm = sample_service()
+    plan = LoadPlan(
+        targets=(("cold", cold.url), ("warm", warm.url)),
+        paths=(LIGHT,),
+        rate_per_s=400,
+        duration_s=1,
+        warmup_rate_per_s=200,
+        warmup_duration_s=0.2,
+        warm_urls=(f"{cold.url}/warm", f"{warm.url}/warm"),
+        warm_timeout_s=20,
+    )
+
+    result = run_load(plan)
+
+    # The cold service turns warm 1 s after its first API request, so the warm-up phase
+    # lasted about a second at 200/s, well beyond its 0.2 s minimum.
+    assert result.raw["warmup"]["requests"] >= 150
+    assert cold.metrics()["sample_warm"] == 1
+    assert result.targets["cold"].requests == 400
+    assert result.targets["cold"].status == {200: 400}
+
+
+def test_a_target_that_never_gets_warm_fails_naming_it(sample_service):
+    never = sample_service(warmup_s=3600)
+    warm = sample_service()
+    plan = LoadPlan(
+        targets=(("ok", warm.url), ("slowpoke", never.url)),
+        paths=(LIGHT,),
+        rate_per_s=100,
+        duration_s=1,
+        warmup_duration_s=0.1,
+        warm_urls=(f"{warm.url}/warm", f"{never.url}/warm"),
+        warm_timeout_s=1,
+    )
+
+    started = time.monotonic()
+    with pytest.raises(EngineError) as err:
+        run_load(plan)
+
+    assert time.monotonic() - started < 10
+    assert "exit 2" in err.value.message
+    assert "slowpoke" in err.value.message and "ok (" not in err.value.message
+
+
+def test_control_changes_the_rate_at_once(sample_service):
+    svc = sample_service()
+    plan = LoadPlan(
+        targets=(("a", svc.url),),
+        paths=(LIGHT,),
+        rate_per_s=200,
+        duration_s=0,  # until stopped
+        interval_ms=500,
+    )
+
+    seen = []
+    with ControlledLoad(plan) as load:
+        for interval in load.intervals(timeout_s=10):
+            seen.append(interval)
+            if len(seen) == 1:
+                load.set_rate(800)
+            if len(seen) == 4:
+                break
+        result = load.stop()
+
+    rates = [i.targets["a"].achieved_rate_per_s for i in seen]
+    assert rates[0] == pytest.approx(200, rel=0.1)
+    # The change lands inside the second interval; the ones after run wholly at 800/s.
+    assert rates[2] == pytest.approx(800, rel=0.05)
+    assert rates[3] == pytest.approx(800, rel=0.05)
+    assert result.stopped_by == "control"
+    assert [c["rate_per_s"] for c in result.raw["rate_changes"]] == [800]
+
+
+def test_a_stall_shows_in_corrected_latency_only(sample_service, engine_path, tmp_path):
+    svc = sample_service()
+    summary = tmp_path / "summary.json"
+    plan = LoadPlan(
+        targets=(("a", svc.url),),
+        paths=("/healthz",),
+        rate_per_s=2000,
+        duration_s=4,
+        # Few connections: only the requests already on the wire when the target stops see
+        # the stall from their actual send; everything after waits in the engine's queue.
+        connections=4,
+        summary_path=summary,
+    )
+    engine = subprocess.Popen([str(engine_path), *plan.to_args()], stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.5)
+        os.kill(svc.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+    finally:
+        os.kill(svc.pid, signal.SIGCONT)
+    _, stderr = engine.communicate(timeout=20)
+    assert engine.returncode == 0, stderr.decode()
+
+    a = json.loads(summary.read_text())["targets"]["a"]
+    assert a["errors"] == 0
+    assert a["latency_us"]["p999"] >= 400_000
+    assert a["uncorrected_latency_us"]["p999"] < 100_000
+
+
+def test_a_closed_port_is_counted_as_connect_refused_without_hanging(sample_service):
+    svc = sample_service()
+    dead = f"http://127.0.0.1:{closed_port()}"
+    plan = LoadPlan(
+        targets=(("live", svc.url), ("dead", dead)),
+        paths=(LIGHT,),
+        rate_per_s=200,
+        duration_s=1,
+    )
+
+    started = time.monotonic()
+    result = run_load(plan)
+
+    assert time.monotonic() - started < 1 + plan.timeout_ms / 1000 + 2
+    d = result.targets["dead"]
+    assert d.requests == 200 and d.errors == 200
+    assert d.errors_by_kind == {"connect_refused": 200}
+    assert result.targets["live"].errors == 0
+    assert not result.valid
+    assert not next(g for g in result.gates if g.name == "rate").passed
+
+
+def test_sigint_ends_the_run_and_still_writes_the_summary(sample_service, engine_path, tmp_path):
+    svc = sample_service()
+    plan = LoadPlan(
+        targets=(("a", svc.url),),
+        paths=(LIGHT,),
+        rate_per_s=200,
+        duration_s=60,
+        summary_path=tmp_path / "summary.json",
+        requests_path=tmp_path / "requests.bin",
+    )
+    engine = subprocess.Popen([str(engine_path), *plan.to_args()], stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    engine.send_signal(signal.SIGINT)
+    _, stderr = engine.communicate(timeout=10)
+
+    assert engine.returncode == 0, stderr.decode()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["stopped_by"] == "signal"
+    assert 0.5 < summary["duration_s"] < 5
+    requests = summary["targets"]["a"]["requests"]
+    assert requests > 50
+    assert len(read_requests(tmp_path / "requests.bin")) == requests
+
+
+def test_a_bad_trace_line_is_named(tmp_path, sample_service):
+    svc = sample_service()
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text(
+        '{"hairline_trace": 1}\n{"path": "/api/feed?user=1"}\n{"method": "GET", "headers": {}}\n'
+    )
+    plan = LoadPlan(targets=(("a", svc.url),), trace=trace, rate_per_s=10, duration_s=1)
+
+    with pytest.raises(EngineError) as err:
+        run_load(plan)
+
+    assert f"{trace}:3: path: missing" in err.value.message
+
+
+def test_bad_arguments_exit_2_with_every_problem(engine_path):
+    proc = subprocess.run(
+        [str(engine_path), "load", "--target", "nourl", "--path", "x", "--duration=-1"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert proc.returncode == 2
+    assert "--target nourl: expected NAME=URL" in proc.stderr
+    assert "--path" in proc.stderr and "--rate is required" in proc.stderr
+    assert "--duration -1" in proc.stderr
+
+
+def test_find_engine_prefers_the_environment(engine_path):
+    assert find_engine() == engine_path
+
+
+def test_warm_up_then_measure_then_rows_for_the_lab(sample_service, tmp_path):
+    cold = sample_service(warmup_s=0.5)
+    plain = sample_service()
+    targets = {"A": cold.url, "B": plain.url}
+
+    # Only the cold arm has a warm URL; it is matched to its target by its prefix.
+    warm_up(
+        targets=targets,
+        paths=[LIGHT],
+        rate_per_s=200,
+        duration_s=0.1,
+        warm_urls=[f"{cold.url}/warm"],
+        warm_timeout_s=20,
+    )
+    assert cold.metrics()["sample_warm"] == 1
+
+    result = measure(
+        targets=targets,
+        paths=[LIGHT],
+        rate_per_s=300,
+        duration_s=1,
+        requests_path=tmp_path / "r.bin",
+    )
+    rows = latency_rows(result, trial=3, batch=1, host_of={"A": 0, "B": 1})
+
+    assert rows.num_rows == result.targets["A"].requests + result.targets["B"].requests == 600
+    assert set(rows.column("arm").to_pylist()) == {"A", "B"}
+    assert set(rows.column("metric").to_pylist()) == {"latency_us"}
+    assert set(rows.column("endpoint").to_pylist()) == {"/api/profile"}
+    by_arm = dict(zip(rows.column("arm").to_pylist(), rows.column("host").to_pylist(), strict=True))
+    assert by_arm == {"A": 0, "B": 1}
+    assert max(rows.column("t").to_pylist()) < 1.0

@@ -1,0 +1,173 @@
+"""The Python face of the engine without running it: plans, flags, summaries, records."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hairline.engine import (
+    REQUEST_DTYPE,
+    LoadPlan,
+    LoadResult,
+    find_engine,
+    read_requests,
+)
+from hairline.errors import ConfigError, DataError, EngineError
+
+
+def test_a_plan_becomes_the_documented_flags():
+    plan = LoadPlan(
+        targets={"a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2"},
+        paths="/api/feed?user=1",
+        rate_per_s=1500,
+        duration_s=2.5,
+        arrival="poisson",
+        warm_urls=("http://127.0.0.1:1/warm", "http://127.0.0.1:2/warm"),
+        set_headers=(("b", "x-shard", "3"),),
+        hosts=(("b", "canary"),),
+        strict=True,
+    )
+    args = plan.to_args(control=True)
+
+    assert plan.targets == (("a", "http://127.0.0.1:1"), ("b", "http://127.0.0.1:2"))
+    assert args[:5] == [
+        "load",
+        "--target",
+        "a=http://127.0.0.1:1",
+        "--target",
+        "b=http://127.0.0.1:2",
+    ]
+    pairs = dict(zip(args[1::2], args[2::2], strict=False))
+    assert pairs["--rate"] == "1500" and pairs["--duration"] == "2.5"
+    assert pairs["--arrival"] == "poisson"
+    assert "--set-header" in args and "b:x-shard=3" in args
+    assert "--host" in args and "b=canary" in args
+    assert args.count("--warm-url") == 2
+    assert "--strict" in args and args[-1] == "--control"
+
+
+def test_a_bad_plan_names_every_field_at_once():
+    with pytest.raises(ConfigError) as err:
+        LoadPlan(
+            targets=(("a", "https://x"), ("a", "http://y")),
+            duration_s=-1,
+            rate_per_s=0,
+            warm_urls=("http://y/warm",),
+        )
+    message = err.value.message
+    for field in (
+        "names must be unique",
+        "not an http://",
+        "paths / trace",
+        "rate_per_s",
+        "duration_s",
+        "warm_urls",
+    ):
+        assert field in message, field
+
+
+def test_find_engine_explains_a_wrong_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("HAIRLINE_ENGINE", str(tmp_path / "missing"))
+    with pytest.raises(EngineError) as err:
+        find_engine()
+    assert "HAIRLINE_ENGINE" in err.value.message and err.value.hint
+
+
+def summary_json(**overrides: object) -> dict[str, object]:
+    latency = {"count": 2, "mean": 2.0, "p50": 1.0, "p90": 2.0, "p99": 3.0, "p999": 3.0, "max": 3.0}
+    empty = dict.fromkeys(latency, None) | {"count": 0}
+    data: dict[str, object] = {
+        "target_names": ["a"],
+        "endpoints": ["/x"],
+        "targets": {
+            "a": {
+                "index": 0,
+                "url": "http://h:1",
+                "requests": 2,
+                "errors": 0,
+                "sent": 2,
+                "dropped": 0,
+                "queued_sends": 0,
+                "bytes": 10,
+                "achieved_rate_per_s": 2.0,
+                "latency_us": latency,
+                "uncorrected_latency_us": latency,
+                "status": {"200": 2},
+                "errors_by_kind": {},
+                "endpoints": {
+                    "/x": {
+                        "requests": 2,
+                        "errors": 0,
+                        "latency_us": latency,
+                        "uncorrected_latency_us": latency,
+                    }
+                },
+            }
+        },
+        "valid": True,
+        "gates": [{"name": "rate", "value": 0.0, "limit": 0.01, "passed": True, "detail": ""}],
+        "scheduled": 2,
+        "scheduled_rate_per_s": 2.0,
+        "duration_s": 1.0,
+        "late_sends": 0,
+        "late_share": 0.0,
+        "dropped": 0,
+        "dispatch_skew_us": empty,
+        "pacing_error_us": latency,
+        "stopped_by": "duration",
+        "intervals": [],
+    }
+    data.update(overrides)
+    return data
+
+
+def test_summary_json_becomes_typed_results():
+    result = LoadResult.from_json(summary_json())
+    a = result.targets["a"]
+    assert a.status == {200: 2} and a.latency_us.p99 == 3.0
+    assert a.endpoints["/x"].latency_us.max == 3.0
+    assert math.isnan(result.dispatch_skew_us.p50) and result.dispatch_skew_us.count == 0
+    assert result.gates[0].passed
+
+
+def test_a_summary_from_another_version_is_an_engine_error():
+    broken = summary_json()
+    del broken["targets"]
+    with pytest.raises(EngineError, match="targets"):
+        LoadResult.from_json(broken)
+
+
+def write_records(path: Path, records: np.ndarray, *, magic: bytes = b"HLREQS\0\0") -> Path:
+    header = magic + (1).to_bytes(4, "little") + (48).to_bytes(4, "little")
+    path.write_bytes(header + records.tobytes())
+    return path
+
+
+def test_request_records_are_read_in_one_call(tmp_path):
+    records = np.zeros(3, dtype=REQUEST_DTYPE)
+    records["request_id"] = [0, 1, 2]
+    records["status"] = 200
+    records["latency_ns"] = [10, 20, 30]
+    got = read_requests(write_records(tmp_path / "r.bin", records))
+    assert REQUEST_DTYPE.itemsize == 48
+    assert got["request_id"].tolist() == [0, 1, 2]
+    assert got["latency_ns"].sum() == 60
+
+
+def test_request_records_reject_foreign_and_truncated_files(tmp_path):
+    records = np.zeros(2, dtype=REQUEST_DTYPE)
+    with pytest.raises(DataError, match="bad magic"):
+        read_requests(write_records(tmp_path / "x.bin", records, magic=b"NOTMINE!"))
+    truncated = write_records(tmp_path / "t.bin", records)
+    truncated.write_bytes(truncated.read_bytes()[:-5])
+    with pytest.raises(DataError, match="truncated"):
+        read_requests(truncated)
+
+
+def test_summary_fixture_is_json_serialisable():
+    # Guards the fixture above against drifting into something the engine cannot emit.
+    assert json.loads(json.dumps(summary_json()))["valid"] is True
