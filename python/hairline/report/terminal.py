@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hairline.lab.analysis import Analysis
@@ -87,10 +88,10 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
             f"{v.threshold * 100:g}%" if v.rule.kind == "relative" else f"{v.threshold:g}"
         ) + (" (lower worse)" if v.direction == "lower-is-worse" else "")
         table.add_row(
-            r.metric,
-            r.candidate,
+            escape(r.metric),
+            escape(r.candidate),
             _pct(c.effect_rel),
-            f"[{_pct(c.ci_rel[0])}, {_pct(c.ci_rel[1])}]",
+            escape(f"[{_pct(c.ci_rel[0])}, {_pct(c.ci_rel[1])}]"),
             f"{v.p_adjusted:.3g}",
             threshold,
             r.model,
@@ -104,7 +105,7 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
         if r.model_reason != "chosen by the user":
             notes.append(r.model_reason)
         for note in notes:
-            console.print(f"  {r.metric} ({r.candidate}): {note}", style="dim")
+            console.print(escape(f"  {r.metric} ({r.candidate}): {note}"), style="dim")
 
 
 def analysis_json(analysis: Analysis) -> dict[str, object]:

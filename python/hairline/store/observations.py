@@ -123,7 +123,8 @@ class Observations:
 def _codes(column: pa.ChunkedArray) -> np.ndarray:
     """Dense integer codes for a categorical column (nulls become -1)."""
     encoded = pc.dictionary_encode(column).combine_chunks()
-    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)  # type: ignore[no-any-return]
+    codes = pc.fill_null(pc.cast(encoded.indices, pa.int64()), -1)
+    return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def read_observations(path: str | os.PathLike[str]) -> Observations:
@@ -230,7 +231,7 @@ def _numeric_value(col: pa.ChunkedArray, source: str, is_csv: bool) -> pa.Chunke
                     raise DataError(
                         f"{source}: column 'value' is empty at {_where(i, is_csv=is_csv)}",
                         hint="every observation needs a numeric value; drop the row or fill it in",
-                    )
+                    ) from None
                 try:
                     float(raw)
                 except (TypeError, ValueError):

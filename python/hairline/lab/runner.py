@@ -1,0 +1,204 @@
+"""Run an experiment's trials on local hosts and turn what was measured into observations.
+
+Per batch (ServiceLab section 5.1): start every arm on its host's CPU set, wait for health,
+warm up with the engine at the warm-up rate (until every arm reports warm), snapshot the
+collectors, replay the trace to all arms in lockstep for the measurement phase, snapshot
+again. Arms are stopped on every exit path, including SIGINT.
+
+Observations follow DESIGN.md's data model. Per-request rows (``latency_us``) carry the
+request id and the intended send time ``t``; per-batch rows (CPU, memory, throughput,
+errors, counters per request) leave the request empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from hairline import engine
+from hairline.arms.local import ArmSpec, LocalArm, free_port
+from hairline.collect.procfs import anon_memory_bytes, cpu_time_ns, process_tree
+from hairline.collect.prometheus import Sample, scrape
+from hairline.lab.schedule import Batch, LabDesign, schedule
+
+__all__ = ["ArmDef", "RunPlan", "run_trials"]
+
+
+@dataclass(frozen=True)
+class ArmDef:
+    """One arm: how to start it on a port, and where it answers."""
+
+    name: str
+    spec: Callable[[int], ArmSpec]
+    warm_path: str | None = None
+    metrics_path: str | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    arms: tuple[ArmDef, ...]
+    hosts: tuple[tuple[int, ...], ...]
+    trace: Path
+    rate_per_s: float
+    duration_s: float
+    warmup_rate_per_s: float
+    warmup_duration_s: float
+    trials: int
+    design: LabDesign
+    workdir: Path
+    health_timeout_s: float = 30.0
+    warm_timeout_s: float = 60.0
+    counters: Sequence[str] = field(default=())
+
+    def batches(self) -> list[Batch]:
+        return schedule(tuple(a.name for a in self.arms), trials=self.trials, design=self.design)
+
+
+Progress = Callable[[Batch, str], None]
+
+
+class _MemorySampler:
+    """Samples anonymous memory of each arm's process tree every ``interval_s``."""
+
+    def __init__(self, pids: dict[str, int], interval_s: float = 0.25) -> None:
+        self._pids = pids
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self.samples: dict[str, list[int]] = {name: [] for name in pids}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            for name, pid in self._pids.items():
+                self.samples[name].append(anon_memory_bytes(process_tree(pid)))
+
+    def __enter__(self) -> _MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _counter_deltas(
+    before: dict[Sample, float], after: dict[Sample, float], names: Sequence[str]
+) -> dict[str, float]:
+    """Increase of each wanted counter, keyed ``name`` or ``name[endpoint]`` when labelled."""
+    out: dict[str, float] = {}
+    for key, value in after.items():
+        name, labels = key
+        if name not in names:
+            continue
+        endpoint = dict(labels).get("endpoint")
+        metric = f"{name}[{endpoint}]" if endpoint else name
+        out[metric] = out.get(metric, 0.0) + value - before.get(key, 0.0)
+    return out
+
+
+def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
+    """Run every batch of ``plan`` and return the observations table."""
+    columns: dict[str, list[object]] = {
+        name: [] for name in ("trial", "batch", "arm", "host", "request", "endpoint", "metric")
+    }
+    values: list[float] = []
+    times: list[float] = []
+
+    def add(
+        batch: Batch, arm: str, host: int, metric: str, value: float, *,
+        request: int | None = None, endpoint: str | None = None, t: float = 0.0,
+    ) -> None:  # fmt: skip
+        columns["trial"].append(batch.trial)
+        columns["batch"].append(batch.batch)
+        columns["arm"].append(arm)
+        columns["host"].append(host)
+        columns["request"].append(request)
+        columns["endpoint"].append(endpoint)
+        columns["metric"].append(metric)
+        values.append(value)
+        times.append(t)
+
+    per_request: list[pa.Table] = []
+    by_name = {a.name: a for a in plan.arms}
+    plan.workdir.mkdir(parents=True, exist_ok=True)
+    for batch in plan.batches():
+        tag = f"t{batch.trial}b{batch.batch}"
+        with contextlib.ExitStack() as stack:
+            running: dict[str, LocalArm] = {}
+            for host, arm_name in enumerate(batch.arm_on_host):
+                port = free_port()
+                arm = stack.enter_context(
+                    LocalArm(
+                        by_name[arm_name].spec(port),
+                        port=port,
+                        cpus=plan.hosts[host],
+                        log_path=plan.workdir / f"{tag}-{arm_name}.log",
+                    )
+                )
+                if progress:
+                    progress(batch, f"starting {arm_name} on host {host}")
+                arm.start(health_timeout_s=plan.health_timeout_s)
+                running[arm_name] = arm
+            host_of = {name: host for host, name in enumerate(batch.arm_on_host)}
+            names = list(running)
+
+            if progress:
+                progress(batch, "warming up")
+            engine.warm_up(
+                targets={n: running[n].url for n in names},
+                trace=plan.trace,
+                rate_per_s=plan.warmup_rate_per_s,
+                duration_s=plan.warmup_duration_s,
+                warm_urls={
+                    n: running[n].url + path
+                    for n in names
+                    if (path := by_name[n].warm_path) is not None
+                },
+                warm_timeout_s=plan.warm_timeout_s,
+            )
+
+            pids = {n: running[n].pid for n in names}
+            metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
+            counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
+            cpu_before = {n: cpu_time_ns(process_tree(pid)) for n, pid in pids.items()}
+            if progress:
+                progress(batch, "measuring")
+            with _MemorySampler(pids) as memory:
+                measured = engine.measure(
+                    targets={n: running[n].url for n in names},
+                    trace=plan.trace,
+                    rate_per_s=plan.rate_per_s,
+                    duration_s=plan.duration_s,
+                    requests_path=plan.workdir / f"{tag}.requests",
+                    summary_path=plan.workdir / f"{tag}.json",
+                )
+            cpu_after = {n: cpu_time_ns(process_tree(pid)) for n, pid in pids.items()}
+            counters_after = {n: scrape(u) for n, u in metrics_urls.items()}
+
+        for n in names:
+            host = host_of[n]
+            target = measured.targets[n]
+            served = max(target.requests, 1)
+            add(batch, n, host, "cpu_ns_per_request", (cpu_after[n] - cpu_before[n]) / served)
+            if memory.samples[n]:
+                add(batch, n, host, "anon_memory_bytes", float(np.mean(memory.samples[n])))
+            add(batch, n, host, "throughput_per_s", target.achieved_rate_per_s)
+            add(batch, n, host, "error_rate", target.errors / served)
+            add(batch, n, host, "latency_p50_us", target.latency_us.p50)
+            add(batch, n, host, "latency_p99_us", target.latency_us.p99)
+            if n in counters_before:
+                deltas = _counter_deltas(counters_before[n], counters_after[n], plan.counters)
+                for metric, delta in sorted(deltas.items()):
+                    add(batch, n, host, f"{metric}_per_request", delta / served)
+        per_request.append(
+            engine.latency_rows(measured, trial=batch.trial, batch=batch.batch, host_of=host_of)
+        )
+
+    table = pa.table({**columns, "value": values, "t": times})
+    return pa.concat_tables([table, *per_request], promote_options="permissive")
