@@ -87,18 +87,26 @@ class _MemorySampler:
         self._thread.join()
 
 
-def _counter_deltas(
-    before: dict[Sample, float], after: dict[Sample, float], names: Sequence[str]
+def _counters_per_request(
+    before: dict[Sample, float],
+    after: dict[Sample, float],
+    names: Sequence[str],
+    target: engine.TargetResult,
 ) -> dict[str, float]:
-    """Increase of each wanted counter, keyed ``name`` or ``name[endpoint]`` when labelled."""
-    out: dict[str, float] = {}
+    """Each wanted counter's increase per request: ``name`` over all requests, or
+    ``name[endpoint]`` over that endpoint's requests when the counter is so labelled."""
+    increase: dict[tuple[str, str | None], float] = {}
     for key, value in after.items():
         name, labels = key
-        if name not in names:
-            continue
-        endpoint = dict(labels).get("endpoint")
-        metric = f"{name}[{endpoint}]" if endpoint else name
-        out[metric] = out.get(metric, 0.0) + value - before.get(key, 0.0)
+        if name in names:
+            slot = (name, dict(labels).get("endpoint"))
+            increase[slot] = increase.get(slot, 0.0) + value - before.get(key, 0.0)
+    out: dict[str, float] = {}
+    for (name, endpoint), delta in increase.items():
+        if endpoint is None:
+            out[name] = delta / max(target.requests, 1)
+        elif endpoint in target.endpoints and target.endpoints[endpoint].requests:
+            out[f"{name}[{endpoint}]"] = delta / target.endpoints[endpoint].requests
     return out
 
 
@@ -193,9 +201,11 @@ def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
             add(batch, n, host, "latency_p50_us", target.latency_us.p50)
             add(batch, n, host, "latency_p99_us", target.latency_us.p99)
             if n in counters_before:
-                deltas = _counter_deltas(counters_before[n], counters_after[n], plan.counters)
-                for metric, delta in sorted(deltas.items()):
-                    add(batch, n, host, f"{metric}_per_request", delta / served)
+                per_request_counts = _counters_per_request(
+                    counters_before[n], counters_after[n], plan.counters, target
+                )
+                for metric, value in sorted(per_request_counts.items()):
+                    add(batch, n, host, f"{metric}_per_request", value)
         per_request.append(
             engine.latency_rows(measured, trial=batch.trial, batch=batch.batch, host_of=host_of)
         )

@@ -1,0 +1,106 @@
+"""The trial runner on loopback: real sample services, the real engine, real collectors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+
+from hairline.arms.local import ArmFailed, ArmSpec
+from hairline.lab.runner import ArmDef, RunPlan, run_trials
+from hairline.stats.data import ARM_A, ARM_B
+from hairline.store.observations import read_observations, write_observations
+
+TRACE = Path(__file__).resolve().parents[2] / "examples" / "sample-service" / "trace.jsonl"
+
+
+def sample_arm(engine_path: Path, name: str, *extra: str, health: str = "/healthz") -> ArmDef:
+    def spec(port: int) -> ArmSpec:
+        command = [str(engine_path), "sample-service", "--port", str(port), *extra]
+        return ArmSpec(name=name, command=command, health_path=health)
+
+    return ArmDef(name=name, spec=spec, warm_path="/warm", metrics_path="/metrics")
+
+
+def plan(tmp_path: Path, arms: tuple[ArmDef, ...], **overrides: object) -> RunPlan:
+    cpus = sorted(os.sched_getaffinity(0))
+    hosts = ((cpus[0],), (cpus[-1],))
+    values: dict[str, object] = dict(
+        arms=arms,
+        hosts=hosts,
+        trace=TRACE,
+        rate_per_s=200.0,
+        duration_s=1.0,
+        warmup_rate_per_s=200.0,
+        warmup_duration_s=0.3,
+        trials=1,
+        design="fully-balanced",
+        workdir=tmp_path / "run",
+        counters=("sample_downstream_reads_total",),
+        health_timeout_s=10.0,
+    )
+    values.update(overrides)
+    return RunPlan(**values)  # type: ignore[arg-type]
+
+
+def own_children() -> set[int]:
+    me = os.getpid()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if int(fields[1]) == me and fields[0] != "Z":
+                found.add(int(entry))
+    return found
+
+
+def test_one_trial_yields_every_metric_for_both_arms_and_leaves_nothing(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    before = own_children()
+    arms = (
+        sample_arm(engine_path, "A"),
+        sample_arm(engine_path, "B", "--extra-reads", "2"),
+    )
+    table = run_trials(plan(tmp_path, arms))
+    assert own_children() == before
+
+    obs = read_observations(write_observations(tmp_path / "obs.parquet", table))
+    assert obs.arms == ("A", "B")
+    for metric in ("cpu_ns_per_request", "anon_memory_bytes", "latency_us", "error_rate"):
+        assert metric in obs.metrics
+    samples = {metric: s for metric, _, s in obs.samples()}
+    # Two batches (the fully balanced swap), one per-batch row per arm in each.
+    cpu = samples["cpu_ns_per_request"]
+    assert len(cpu) == 4 and set(cpu.host.tolist()) == {0, 1}  # type: ignore[union-attr]
+    assert np.all(cpu.value > 1_000)  # real work: microseconds of CPU per request
+    # --extra-reads 2 shows up in the service's own counter, per request and endpoint.
+    reads = samples["sample_downstream_reads_total[/api/feed]_per_request"]
+    assert reads.arm_values(ARM_B).mean() == pytest.approx(reads.arm_values(ARM_A).mean() + 2)
+    # Lockstep: every request id measured on A was also measured on B.
+    latency = table.filter(pc.equal(table.column("metric"), "latency_us"))
+    ids = {
+        arm: set(latency.filter(pc.equal(latency.column("arm"), arm)).column("request").to_pylist())
+        for arm in ("A", "B")
+    }
+    assert ids["A"] == ids["B"] and len(ids["A"]) >= 150
+
+
+def test_an_arm_that_never_gets_healthy_fails_the_run_and_stops_the_other(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    before = own_children()
+    arms = (
+        sample_arm(engine_path, "A"),
+        sample_arm(engine_path, "B", health="/never-healthy"),
+    )
+    with pytest.raises(ArmFailed, match=r"arm B: .*/never-healthy did not answer 2xx"):
+        run_trials(plan(tmp_path, arms, health_timeout_s=1.0))
+    assert own_children() == before
