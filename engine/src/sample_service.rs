@@ -35,6 +35,10 @@ const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 const MAX_RETAINED_BYTES: u64 = 1 << 30;
 /// Buffers each worker keeps from `--regress-mem` (fewer when they would pass the bound).
 const RETAINED_BUFFERS_PER_WORKER: u64 = 256;
+/// Largest `--regress-mem`: more per request would only test the machine's swap.
+const MAX_REGRESS_MEM_BYTES: u64 = 1 << 30;
+/// Largest `--extra-reads`: 100,000 reads already cost ~0.2 s per request.
+const MAX_EXTRA_READS: u64 = 100_000;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SampleServiceArgs {
@@ -127,6 +131,20 @@ fn validate(args: &SampleServiceArgs) -> Result<(SocketAddr, usize), SampleServi
             flag: "regress-cpu",
             value: args.regress_cpu.to_string(),
             hint: "write a fraction of extra work per request in (-1, 100], e.g. 0.03 for 3% more",
+        });
+    }
+    if args.regress_mem > MAX_REGRESS_MEM_BYTES {
+        return Err(SampleServiceError::BadFlag {
+            flag: "regress-mem",
+            value: args.regress_mem.to_string(),
+            hint: "write at most 1073741824 bytes (1 GiB) per request",
+        });
+    }
+    if args.extra_reads > MAX_EXTRA_READS {
+        return Err(SampleServiceError::BadFlag {
+            flag: "extra-reads",
+            value: args.extra_reads.to_string(),
+            hint: "write at most 100000 extra reads per request",
         });
     }
     Ok((SocketAddr::new(ip, args.port), threads))
@@ -468,6 +486,13 @@ impl WorkerState {
         if !matches!(head.method.as_str(), "GET" | "HEAD" | "POST") {
             return (route, Response::text(Status::MethodNotAllowed, "use GET\n"));
         }
+        if let Some(endpoint) = route.endpoint() {
+            let response = match self.user_of(query, head.request_id.as_deref()) {
+                Ok(user) => self.serve_api(endpoint, user),
+                Err(message) => Response::text(Status::BadRequest, message),
+            };
+            return (route, response);
+        }
         let settings = &self.shared.settings;
         let metrics = &self.shared.metrics;
         let response = match route {
@@ -484,14 +509,9 @@ impl WorkerState {
                 content_type: "text/plain; version=0.0.4",
                 body: metrics.render(settings.warmup_s).into_bytes(),
             },
-            Route::Other => Response::text(Status::NotFound, format!("no such path: {path}\n")),
-            Route::Feed | Route::Profile | Route::Search => {
-                // Route::endpoint is Some for exactly these three arms.
-                let endpoint = route.endpoint().unwrap_or(Endpoint::Profile);
-                match self.user_of(query, head.request_id.as_deref()) {
-                    Ok(user) => self.serve_api(endpoint, user),
-                    Err(message) => Response::text(Status::BadRequest, message),
-                }
+            // The API routes were answered above; only unknown paths reach this arm.
+            Route::Other | Route::Feed | Route::Profile | Route::Search => {
+                Response::text(Status::NotFound, format!("no such path: {path}\n"))
             }
         };
         (route, response)
@@ -933,6 +953,8 @@ mod tests {
         assert!(args(|a| a.warmup_s = -1.0).contains("--warmup-s"));
         assert!(args(|a| a.threads = Some(0)).contains("--threads"));
         assert!(args(|a| a.host = "localhost:1".into()).contains("--host"));
+        assert!(args(|a| a.regress_mem = 1 << 40).contains("--regress-mem"));
+        assert!(args(|a| a.extra_reads = 1 << 40).contains("--extra-reads"));
         assert!(args(|_| ()).is_empty());
     }
 }

@@ -1,0 +1,204 @@
+"""Fixtures shared by every test: the engine binary and real sample services on loopback.
+
+``sample_service`` is a factory. Each call starts ``hairline-engine sample-service --port 0``,
+reads the port it picked from the first line of its stdout, waits until ``/healthz``
+answers, and returns a handle. Every service a test started is stopped at teardown, so no
+process outlives its test::
+
+    def test_feed_answers(sample_service):
+        svc = sample_service("--regress-cpu", "0.05", warmup_s=0.0)
+        with urllib.request.urlopen(f"{svc.url}/api/feed?user=7") as resp:
+            assert resp.status == 200
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Protocol
+
+import pytest
+
+from hairline import engine
+from hairline.errors import EngineError
+
+ENGINE_NAME = "hairline-engine"
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
+_LISTENING = re.compile(r"^listening on (?P<host>.+):(?P<port>\d+)$")
+# One Prometheus sample line: name{labels} value (labels optional).
+_METRIC_LINE = re.compile(r"^(?P<series>[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?)\s+(?P<value>\S+)$")
+
+
+def find_engine() -> Path | None:
+    """The engine binary as hairline finds it ($HAIRLINE_ENGINE, beside Python, PATH)."""
+    try:
+        return engine.find_engine()
+    except EngineError:
+        return None
+
+
+@pytest.fixture(scope="session")
+def engine_path() -> Path:
+    path = find_engine()
+    if path is None:
+        pytest.fail(
+            f"{ENGINE_NAME} not found: set HAIRLINE_ENGINE=/path/to/{ENGINE_NAME} "
+            "(e.g. target/release/hairline-engine after `cargo build --release`), "
+            "or run `make build` to install it into the venv",
+            pytrace=False,
+        )
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(f"HAIRLINE_ENGINE={path} is not an executable file", pytrace=False)
+    return path
+
+
+@dataclass
+class SampleService:
+    """One running ``hairline-engine sample-service``."""
+
+    proc: subprocess.Popen[str]
+    port: int
+    host: str = "127.0.0.1"
+    _stderr: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def get(self, path: str, *, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        """GET a path; returns (status, body) for any status, 4xx and 5xx included."""
+        request = urllib.request.Request(self.url + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    def metrics(self) -> dict[str, float]:
+        """/metrics as {series: value}, e.g. {"sample_warm": 1.0}."""
+        status, body = self.get("/metrics")
+        assert status == 200, f"/metrics answered {status}"
+        return parse_prometheus(body)
+
+    def stderr_text(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    def stop(self) -> int:
+        """SIGTERM, then SIGKILL if it does not exit in time; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text format to {series: value}; raises ValueError on a malformed line."""
+    samples: dict[str, float] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line or line.startswith("#"):
+            continue
+        match = _METRIC_LINE.match(line)
+        if match is None:
+            raise ValueError(f"/metrics line {number} is not a Prometheus sample: {line!r}")
+        samples[match["series"]] = float(match["value"])
+    return samples
+
+
+class StartSampleService(Protocol):
+    def __call__(self, *extra_args: str, warmup_s: float = 0.0) -> SampleService: ...
+
+
+def _read_first_line(proc: subprocess.Popen[str], timeout_s: float) -> str | None:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    return proc.stdout.readline().strip() if ready else None
+
+
+def _wait_healthy(service: SampleService, deadline: float) -> None:
+    last_error = "no answer yet"
+    while time.monotonic() < deadline:
+        if service.proc.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(f"{service.url}/healthz", timeout=1) as resp:
+                if resp.status == 200:
+                    return
+                last_error = f"status {resp.status}"
+        except (urllib.error.URLError, OSError) as err:
+            last_error = str(err)
+        time.sleep(0.02)
+    service.stop()
+    pytest.fail(
+        f"sample service on {service.url} did not answer /healthz within "
+        f"{START_TIMEOUT_S:.0f} s (last: {last_error}); stderr:\n{service.stderr_text()}",
+        pytrace=False,
+    )
+
+
+@pytest.fixture
+def sample_service(engine_path: Path) -> Iterator[StartSampleService]:
+    started: list[SampleService] = []
+
+    def start(*extra_args: str, warmup_s: float = 0.0) -> SampleService:
+        # Lives as long as the service (closed at teardown), so no `with` block.
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115
+        command = [
+            str(engine_path),
+            "sample-service",
+            "--port",
+            "0",
+            "--warmup-s",
+            str(warmup_s),
+            *map(str, extra_args),
+        ]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        first = _read_first_line(proc, START_TIMEOUT_S)
+        match = _LISTENING.match(first or "")
+        if match is None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            stderr.seek(0)
+            pytest.fail(
+                f"`{' '.join(command)}` did not print 'listening on HOST:PORT' "
+                f"(first line: {first!r}, exit status: {proc.returncode}); "
+                f"stderr:\n{stderr.read().decode(errors='replace')}",
+                pytrace=False,
+            )
+        service = SampleService(
+            proc=proc, port=int(match["port"]), host=match["host"], _stderr=stderr
+        )
+        started.append(service)
+        _wait_healthy(service, deadline)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()
+        if service._stderr is not None:
+            service._stderr.close()

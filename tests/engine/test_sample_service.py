@@ -1,0 +1,269 @@
+"""`hairline-engine sample-service` and `sample-trace`, over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SampleService, StartSampleService, parse_prometheus
+
+API_ENDPOINTS = ("/api/feed", "/api/profile", "/api/search")
+
+
+def work_units(svc: SampleService) -> float:
+    return svc.metrics()["sample_cpu_work_units_total"]
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of every thread of a process, in ns (schedstat: finer than stat's ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process from /proc/PID/stat, in clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def send_all(svc: SampleService, paths: list[str], request_ids: list[str] | None = None) -> None:
+    """Sends the paths one after another on one keep-alive connection."""
+    conn = http.client.HTTPConnection(svc.host, svc.port, timeout=10)
+    try:
+        for i, path in enumerate(paths):
+            headers = {"x-hairline-request-id": request_ids[i]} if request_ids else {}
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            assert resp.status == 200, f"{path}: {resp.status} {body!r}"
+    finally:
+        conn.close()
+
+
+def test_every_endpoint_answers(sample_service: StartSampleService) -> None:
+    svc = sample_service()
+    for endpoint in API_ENDPOINTS:
+        status, body = svc.get(f"{endpoint}?user=42")
+        assert status == 200
+        answer = json.loads(body)
+        assert answer["endpoint"] == endpoint and answer["user"] == 42
+        assert answer["work_units"] > 0
+    assert svc.get("/healthz") == (200, "ok\n")
+    assert svc.get("/warm")[0] == 200
+    assert svc.get("/no/such/path")[0] == 404
+    status, body = svc.get("/api/feed?user=abc")
+    assert status == 400 and "user must be a non-negative integer" in body
+
+
+def test_metrics_parse_and_count_requests_and_reads(sample_service: StartSampleService) -> None:
+    svc = sample_service("--extra-reads", "3")
+    send_all(svc, ["/api/feed?user=1", "/api/feed?user=2", "/api/profile?user=1"])
+    svc.get("/nope")
+    metrics = svc.metrics()
+    assert metrics['sample_requests_total{endpoint="/api/feed",status="200"}'] == 2
+    assert metrics['sample_requests_total{endpoint="/api/profile",status="200"}'] == 1
+    assert metrics['sample_requests_total{endpoint="/api/search",status="200"}'] == 0
+    assert metrics['sample_requests_total{endpoint="other",status="404"}'] == 1
+    # A feed request does 8 downstream reads and a profile request 2, each plus --extra-reads.
+    assert metrics['sample_downstream_reads_total{endpoint="/api/feed"}'] == 2 * (8 + 3)
+    assert metrics['sample_downstream_reads_total{endpoint="/api/profile"}'] == 2 + 3
+    assert metrics["sample_warm"] == 1
+    assert metrics["process_start_time_seconds"] > time.time() - 3600
+    assert metrics["sample_cpu_work_units_total"] > 0
+
+
+def test_the_same_request_costs_the_same_on_two_instances(
+    sample_service: StartSampleService,
+) -> None:
+    a, b = sample_service(), sample_service()
+    paths = [API_ENDPOINTS[i % 3] for i in range(60)]
+    ids = [f"req-{i:06d}" for i in range(60)]
+    send_all(a, paths, ids)
+    send_all(b, paths, ids)
+    assert work_units(a) == work_units(b)
+    # A different request stream costs something else: the counter is not a constant.
+    c = sample_service()
+    send_all(c, paths, [f"other-{i}" for i in range(60)])
+    assert work_units(c) != work_units(a)
+
+
+def test_a_named_user_costs_the_same_whatever_the_request_id(
+    sample_service: StartSampleService,
+) -> None:
+    svc = sample_service()
+    answers = [
+        json.loads(svc.get("/api/search?user=77", headers={"x-hairline-request-id": rid})[1])
+        for rid in ("a", "b")
+    ]
+    assert answers[0]["work_units"] == answers[1]["work_units"]
+
+
+def test_regress_cpu_costs_about_that_much_more_cpu_per_request(
+    sample_service: StartSampleService,
+) -> None:
+    base = sample_service("--threads", "1")
+    slower = sample_service("--threads", "1", "--regress-cpu", "0.1")
+    # Heavy requests (a few ms each), so the fixed cost of HTTP hardly dilutes the 10%.
+    costs = {u: json.loads(base.get(f"/api/feed?user={u}")[1])["work_units"] for u in range(1, 301)}
+    heaviest = sorted(costs, key=costs.__getitem__)[-40:]
+    paths = [f"/api/feed?user={u}" for u in heaviest]
+    for svc in (base, slower):
+        send_all(svc, paths)  # fault in what the first requests touch, on both alike
+    spent_ns = {base.pid: 0, slower.pid: 0}
+    ticks_before = {pid: cpu_ticks(pid) for pid in spent_ns}
+    # Interleave short batches so that load from elsewhere on the machine hits both alike.
+    for _ in range(8):
+        for svc in (base, slower):
+            before = cpu_ns(svc.pid)
+            send_all(svc, paths)
+            spent_ns[svc.pid] += cpu_ns(svc.pid) - before
+    ratio = spent_ns[slower.pid] / spent_ns[base.pid]
+    assert 1.05 < ratio < 1.16, f"CPU ratio {ratio:.3f}"
+    # The coarse /proc/PID/stat view (10 ms ticks) agrees on the direction.
+    ticks = {pid: cpu_ticks(pid) - ticks_before[pid] for pid in spent_ns}
+    assert ticks[slower.pid] > ticks[base.pid], ticks
+
+
+def test_regress_mem_keeps_more_memory_resident(sample_service: StartSampleService) -> None:
+    base = sample_service("--threads", "1")
+    fatter = sample_service("--threads", "1", "--regress-mem", "100000")
+    paths = [f"/api/profile?user={u}" for u in range(1, 301)]
+    for svc in (base, fatter):
+        send_all(svc, paths)
+    rss = {svc.pid: svc.metrics()["process_resident_memory_bytes"] for svc in (base, fatter)}
+    # 256 retained buffers of 100 kB each: about 25 MB more.
+    assert rss[fatter.pid] - rss[base.pid] > 20e6, rss
+
+
+def test_warm_flips_after_the_warmup(sample_service: StartSampleService) -> None:
+    svc = sample_service(warmup_s=1.0)
+    # The warm-up clock starts at the first API request, as a JIT's would.
+    assert svc.get("/warm")[0] == 503
+    cold = json.loads(svc.get("/api/feed?user=9")[1])["work_units"]
+    assert svc.get("/warm")[0] == 503
+    assert svc.metrics()["sample_warm"] == 0
+    time.sleep(1.1)
+    assert svc.get("/warm")[0] == 200
+    assert svc.metrics()["sample_warm"] == 1
+    warm = json.loads(svc.get("/api/feed?user=9")[1])["work_units"]
+    # Cold requests start at 3x the work.
+    assert cold > 2.5 * warm * 0.9
+
+
+def test_keep_alive_and_pipelined_requests_are_answered_in_order(
+    sample_service: StartSampleService,
+) -> None:
+    svc = sample_service()
+    with socket.create_connection((svc.host, svc.port), timeout=5) as sock:
+        sock.sendall(
+            b"GET /api/profile?user=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /api/profile?user=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert received.count(b"HTTP/1.1 200 OK") == 2
+    assert received.index(b'"user":1') < received.index(b'"user":2')
+
+
+def test_workers_default_to_the_cpus_the_process_may_use(engine_path: Path) -> None:
+    one_cpu = min(os.sched_getaffinity(0))
+    proc = subprocess.Popen(
+        ["taskset", "-c", str(one_cpu), str(engine_path), "sample-service", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("listening on ")
+        # The main thread accepts; one worker per allowed CPU.
+        assert len(list(Path(f"/proc/{proc.pid}/task").iterdir())) == 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_sigterm_stops_the_service_cleanly(sample_service: StartSampleService) -> None:
+    svc = sample_service()
+    send_all(svc, ["/api/profile?user=3"])
+    assert svc.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--regress-cpu", "abc"], "--regress-cpu"),
+        (["--regress-cpu", "-2"], "--regress-cpu"),
+        (["--warmup-s", "-1"], "--warmup-s"),
+        (["--threads", "0"], "--threads"),
+        (["--host", "localhost:80"], "--host"),
+        (["--regress-mem", "-5"], "--regress-mem"),
+    ],
+)
+def test_bad_flags_fail_clearly(engine_path: Path, flags: list[str], expected: str) -> None:
+    result = subprocess.run(
+        [str(engine_path), "sample-service", "--port", "0", *flags],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert result.returncode == 2
+    assert expected in result.stderr, result.stderr
+
+
+def test_a_port_in_use_is_named(engine_path: Path, sample_service: StartSampleService) -> None:
+    svc = sample_service()
+    result = subprocess.run(
+        [str(engine_path), "sample-service", "--port", str(svc.port)],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert result.returncode == 2
+    assert f"port {svc.port}" in result.stderr and "already in use" in result.stderr
+
+
+def test_sample_trace_is_seeded_jsonl(engine_path: Path, tmp_path: Path) -> None:
+    engine = str(engine_path)
+
+    def generate(name: str, seed: int) -> Path:
+        out = tmp_path / name
+        subprocess.run(
+            [engine, "sample-trace", "--requests", "500", "--seed", str(seed), "-o", str(out)],
+            check=True,
+            timeout=10,
+        )
+        return out
+
+    first, again, other = generate("a.jsonl", 1), generate("b.jsonl", 1), generate("c.jsonl", 2)
+    assert first.read_bytes() == again.read_bytes()
+    assert first.read_bytes() != other.read_bytes()
+    header, *lines = [json.loads(line) for line in first.read_text().splitlines()]
+    assert header["hairline_trace"] == 1 and header["source"] == "sample-trace"
+    assert len(lines) == 500
+    for request in lines:
+        assert request["method"] == "GET"
+        assert request["path"].startswith(request["endpoint"] + "?user=")
+        assert request["endpoint"] in API_ENDPOINTS
+        assert request["headers"] == {}
+    stamps = [r["ts_us"] for r in lines]
+    assert stamps == sorted(stamps)
+    # 500 Poisson arrivals at 1,000/s span about half a second.
+    assert 0.4e6 < stamps[-1] < 0.6e6
+
+
+def test_parse_prometheus_rejects_garbage() -> None:
+    assert parse_prometheus('a_total{x="1"} 2\n# c\nb 3.5\n') == {'a_total{x="1"}': 2, "b": 3.5}
+    with pytest.raises(ValueError, match="line 1"):
+        parse_prometheus("not a sample line at all\n")
