@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import socket
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -118,19 +119,18 @@ def test_regress_cpu_costs_about_that_much_more_cpu_per_request(
     paths = [f"/api/feed?user={u}" for u in heaviest]
     for svc in (base, slower):
         send_all(svc, paths)  # fault in what the first requests touch, on both alike
-    spent_ns = {base.pid: 0, slower.pid: 0}
-    ticks_before = {pid: cpu_ticks(pid) for pid in spent_ns}
-    # Interleave short batches so that load from elsewhere on the machine hits both alike.
-    for _ in range(8):
-        for svc in (base, slower):
+    # Paired rounds, alternating which goes first; the median of the per-round ratios is
+    # robust to a round disturbed by other load (in a VM, steal time counts as CPU time).
+    ratios = []
+    for round_ in range(9):
+        spent_ns = {}
+        for svc in (base, slower) if round_ % 2 == 0 else (slower, base):
             before = cpu_ns(svc.pid)
             send_all(svc, paths)
-            spent_ns[svc.pid] += cpu_ns(svc.pid) - before
-    ratio = spent_ns[slower.pid] / spent_ns[base.pid]
-    assert 1.05 < ratio < 1.16, f"CPU ratio {ratio:.3f}"
-    # The coarse /proc/PID/stat view (10 ms ticks) agrees on the direction.
-    ticks = {pid: cpu_ticks(pid) - ticks_before[pid] for pid in spent_ns}
-    assert ticks[slower.pid] > ticks[base.pid], ticks
+            spent_ns[svc.pid] = cpu_ns(svc.pid) - before
+        ratios.append(spent_ns[slower.pid] / spent_ns[base.pid])
+    ratio = statistics.median(ratios)
+    assert 1.04 < ratio < 1.18, f"median CPU ratio {ratio:.3f} of rounds {ratios}"
 
 
 def test_regress_mem_keeps_more_memory_resident(sample_service: StartSampleService) -> None:
