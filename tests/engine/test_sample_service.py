@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SampleService, StartSampleService, parse_prometheus
+from hairline.collect.procfs import cpu_time_ns
 
 API_ENDPOINTS = ("/api/feed", "/api/profile", "/api/search")
 
@@ -23,17 +24,7 @@ def work_units(svc: SampleService) -> float:
 
 
 def cpu_ns(pid: int) -> int:
-    """CPU time of every thread of a process, in ns (schedstat: finer than stat's ticks)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        total += int((task / "schedstat").read_text().split()[0])
-    return total
-
-
-def cpu_ticks(pid: int) -> int:
-    """utime + stime of a process from /proc/PID/stat, in clock ticks."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+    return cpu_time_ns([pid])
 
 
 def send_all(svc: SampleService, paths: list[str], request_ids: list[str] | None = None) -> None:
