@@ -224,7 +224,7 @@ def _numeric_value(col: pa.ChunkedArray, source: str, is_csv: bool) -> pa.Chunke
     else:
         try:
             values = pc.cast(col, pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        except pa.ArrowException:
             # Only on the error path do we walk the rows, to name the first bad one.
             for i, raw in enumerate(col.to_pylist()):
                 if raw is None or not str(raw).strip():
