@@ -33,7 +33,12 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
-from hairline.stats._modelkit import FloatArray, nan_comparison, warn_degenerate
+from hairline.stats._modelkit import (
+    FloatArray,
+    comparison_from_ratio,
+    nan_comparison,
+    warn_degenerate,
+)
 from hairline.stats.data import ARM_A, ARM_B, Comparison, MetricSample
 
 __all__ = [
@@ -177,15 +182,14 @@ def ci_test(
         return nan_comparison(model, sample, alpha=alpha, message=message)
     mean_a, mean_b = float(np.mean(a)), float(np.mean(b))
     observed = mean_b / mean_a - 1.0
-    ci_rel = (observed - threshold.upper, observed - threshold.lower)
-    return Comparison(
+    # The A/A band of relative differences, moved to the observed difference, read as an
+    # interval of mean(B) / mean(A) on the metric's own scale (power 1: no transform).
+    return comparison_from_ratio(
         model=model,
-        mean_a=mean_a,
-        mean_b=mean_b,
-        effect_abs=mean_b - mean_a,
-        effect_rel=observed,
-        ci_abs=(ci_rel[0] * mean_a, ci_rel[1] * mean_a),
-        ci_rel=ci_rel,
+        location_a=mean_a,
+        location_b=mean_b,
+        ratio_ci=(1.0 + observed - threshold.upper, 1.0 + observed - threshold.lower),
+        power=1.0,
         p_value=_p_value(observed, h, threshold.method),
         alpha=alpha,
         n_a=len(a),
