@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use mio::net::TcpStream;
 
-use crate::record::ErrorKind;
+use crate::request_log::ErrorKind;
 
 const MAX_HEADERS: usize = 96;
 /// A response head larger than this is rejected rather than buffered without bound.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use clap::ValueEnum;
 
 use crate::pace::{recorded_offsets, Arrival};
-use crate::record;
+use crate::request_log;
 use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
 use crate::trace::{is_token_byte, Trace, TraceError, TraceRequest};
 
@@ -154,7 +154,7 @@ pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
     let mut sinks = Sinks::default();
     if let Some(path) = &args.requests {
         let mut w = create(path)?;
-        record::write_header(&mut w).map_err(|source| LoadError::Write {
+        request_log::write_header(&mut w).map_err(|source| LoadError::Write {
             path: path.clone(),
             source,
         })?;

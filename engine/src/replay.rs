@@ -31,7 +31,7 @@ use serde_json::{json, Map, Value};
 use crate::client::{connect_error_kind, Conn, ConnState, ReadOutcome, Response};
 use crate::histogram::{new_latency_histogram, percentiles_us, record_ns};
 use crate::pace::{Arrival, Pacer, NEVER_NS};
-use crate::record::{ErrorKind, RequestRecord};
+use crate::request_log::{ErrorKind, RequestRecord};
 use crate::validity;
 
 /// Request ids of the warm-up phase start here, so measured ids are 0, 1, 2, ... on every

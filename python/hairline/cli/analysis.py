@@ -1,60 +1,24 @@
-"""The ``hairline`` command: one group, every subcommand thin.
-
-Each subcommand turns its options into typed values and calls into the library; user errors
-(:class:`hairline.errors.HairlineError`) are printed without a traceback and exit 2.
-"""
+"""``hairline plan`` and ``hairline analyze``: statistics on files, no lab needed."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hairline import __version__
+from hairline.cli._base import EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.config import MetricPolicy, parse_directions, parse_threshold, parse_thresholds
-from hairline.errors import ConfigError, HairlineError
+from hairline.errors import ConfigError
 from hairline.lab.analysis import AnalysisOptions
 from hairline.lab.analysis import analyze as run_analysis
-from hairline.lab.demo import run_demo
 from hairline.lab.plan import parse_components, plan_from_aa, plan_from_components
-from hairline.lab.schedule import Batch
 from hairline.report.jsonout import write_json
 from hairline.report.terminal import analysis_json, print_analysis, print_plan
 from hairline.stats import list_models
 from hairline.stats.designs import VarianceComponents
 from hairline.stats.planning import CostModel
 from hairline.store.observations import read_observations
-
-EXIT_OK = 0
-EXIT_REGRESSION = 1
-EXIT_ERROR = 2
-
-
-class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except HairlineError as err:
-            click.secho(f"error: {err.message}", fg="red", err=True)
-            if err.hint:
-                click.echo(f"  hint: {err.hint}", err=True)
-            sys.exit(EXIT_ERROR)
-
-
-@click.group(cls=_Group)
-@click.version_option(__version__, prog_name="hairline")
-def main() -> None:
-    """Catch tiny performance regressions in services before they reach production."""
-
-
-def _console() -> Console:
-    # Piped output (CI logs) gets a wide table rather than rich's 80-column default.
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=160)
 
 
 @main.command()
@@ -142,7 +106,7 @@ def plan(
                 max_hosts=max_hosts,
             ),
         )
-    print_plan(report, _console())
+    print_plan(report, console())
     if json_path is not None:
         write_json(json_path, report)
         click.echo(f"wrote {json_path}")
@@ -246,77 +210,8 @@ def analyze(
         history=read_observations(history) if history is not None else None,
         baseline=baseline,
     )
-    print_analysis(result, _console())
+    print_analysis(result, console())
     if json_path is not None:
         write_json(json_path, analysis_json(result))
         click.echo(f"wrote {json_path}")
     sys.exit(EXIT_REGRESSION if result.regressions else EXIT_OK)
-
-
-@main.command()
-@click.option("--regress-cpu", type=click.FloatRange(0, 1), default=0.05, show_default=True)
-@click.option("--trials", type=click.IntRange(1), default=7, show_default=True)
-@click.option("--duration-s", type=click.FloatRange(1), default=6.0, show_default=True)
-@click.option("--rate", "rate_per_s", type=click.FloatRange(1), default=400.0, show_default=True)
-@click.option(
-    "--dir",
-    "root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".hairline"),
-    show_default=True,
-)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
-def demo(
-    regress_cpu: float,
-    trials: int,
-    duration_s: float,
-    rate_per_s: float,
-    root: Path,
-    json_path: Path | None,
-) -> None:
-    """A/B of the bundled sample service with a CPU regression injected into B.
-
-    Exits 0 when the injected regression is caught, 1 when it is missed.
-    """
-    console = _console()
-    console.print(
-        f"[bold]hairline demo[/]: sample service A against B with {regress_cpu:.0%} more CPU "
-        f"per request; {trials} trials x 2 batches (fully balanced), {duration_s:g} s at "
-        f"{rate_per_s:g} requests/s each, arms on their own CPUs, replayed in lockstep."
-    )
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console, transient=False,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("batches", total=trials * 2)
-        last: list[tuple[int, int]] = []
-
-        def progress(batch: Batch, what: str) -> None:
-            key = (batch.trial, batch.batch)
-            if last and last[-1] != key:
-                bar.advance(task)
-            if not last or last[-1] != key:
-                last.append(key)
-            bar.update(task, description=f"trial {batch.trial + 1} batch {batch.batch + 1}: {what}")
-
-        result = run_demo(
-            root,
-            regress_cpu=regress_cpu,
-            progress=progress,
-            trials=trials,
-            duration_s=duration_s,
-            rate_per_s=rate_per_s,
-        )
-        bar.update(task, completed=trials * 2, description="done")
-    print_analysis(result.analysis, console)
-    console.print(f"observations: {result.observations}")
-    if json_path is not None:
-        write_json(json_path, analysis_json(result.analysis))
-        console.print(f"wrote {json_path}")
-    if result.caught:
-        console.print(
-            f"[bold green]caught[/]: the {regress_cpu:.0%} CPU regression in B was flagged."
-        )
-        sys.exit(EXIT_OK)
-    console.print(f"[bold red]missed[/]: the {regress_cpu:.0%} CPU regression was not flagged.")
-    sys.exit(EXIT_REGRESSION)

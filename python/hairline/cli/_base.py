@@ -1,0 +1,46 @@
+"""The ``hairline`` command group, its error handling and exit codes.
+
+Each subcommand module under ``hairline.cli`` adds its commands to :data:`main`. User errors
+(:class:`hairline.errors.HairlineError`) are printed with their hint and no traceback, and
+exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+
+from hairline import __version__
+from hairline.errors import HairlineError
+
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "console", "main"]
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_ERROR = 2
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HairlineError as err:
+            click.secho(f"error: {err.message}", fg="red", err=True)
+            if err.hint:
+                click.echo(f"  hint: {err.hint}", err=True)
+            sys.exit(EXIT_ERROR)
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="hairline")
+def main() -> None:
+    """Catch tiny performance regressions in services before they reach production."""
+
+
+def console() -> Console:
+    # Piped output (CI logs) gets a wide table rather than rich's 80-column default.
+    out = Console(highlight=False)
+    return out if out.is_terminal else Console(highlight=False, width=160)
