@@ -7,10 +7,18 @@ the command line as ``--threshold cpu_per_request=1%`` or ``--threshold p99_ms=0
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
+import shlex
+import string
+import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hairline.errors import ConfigError
 
@@ -114,3 +122,422 @@ def parse_directions(items: Iterable[str]) -> dict[str, Direction]:
             )
         out[metric] = direction
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Service and experiment files (TOML)
+# --------------------------------------------------------------------------------------
+
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+START_PLACEHOLDERS = ("port", "artifact", "cpus", "engine", "workdir", "arm")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricConfig(_Model):
+    """``[metrics.NAME]``: the smallest change that matters and which way is worse."""
+
+    threshold: str = "1%"
+    direction: str = "higher-is-worse"
+
+    def policy(self) -> MetricPolicy:
+        return MetricPolicy(
+            threshold=parse_threshold(self.threshold),
+            direction=_DIRECTIONS[self.direction.lower()],
+        )
+
+
+class BuildConfig(_Model):
+    """``[service.build]``: a shell command run in a copy of the arm's source tree."""
+
+    command: str | None = None
+    artifact: str | None = None
+    timeout_s: float = Field(default=1800.0, gt=0)
+
+
+class ServiceConfig(_Model):
+    """How to build, start, health-check and measure one program."""
+
+    name: str = Field(pattern=_NAME_PATTERN)
+    start: str = Field(min_length=1)
+    health: str = "/healthz"
+    health_timeout_s: float = Field(default=30.0, gt=0)
+    warm: str | None = None
+    warm_timeout_s: float = Field(default=60.0, gt=0)
+    metrics_path: str | None = None
+    counters: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    build: BuildConfig = Field(default_factory=BuildConfig)
+    metrics: dict[str, MetricConfig] = Field(default_factory=dict)
+    # Where the service file was read from; start and build paths are relative to it.
+    root: str = "."
+
+
+class ArmConfig(_Model):
+    """``[arms.NAME]``: one version under test: a folder or a git revision, plus its
+    own start arguments and environment (a configuration change is an arm too)."""
+
+    path: str | None = None
+    git: str | None = None
+    repo: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class LoadConfig(_Model):
+    rate_per_s: float = Field(gt=0)
+    duration_s: float = Field(gt=0)
+    warmup_rate_per_s: float | None = Field(default=None, gt=0)
+    warmup_duration_s: float = Field(default=2.0, ge=0)
+
+
+class DesignConfig(_Model):
+    name: Literal["fully-balanced", "request-balanced"] = "fully-balanced"
+    trials: int = Field(default=7, ge=1, le=1000)
+
+
+class AnalysisConfig(_Model):
+    model: str = "adaptive"
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    correction: Literal["none", "holm", "bh"] = "none"
+    seed: int = 0
+
+
+class ExperimentConfig(_Model):
+    """An experiment file, with every path made absolute and the service file read in."""
+
+    service: ServiceConfig
+    trace: str
+    arms: dict[str, ArmConfig]
+    baseline: str | None = None
+    team: str = Field(default="default", pattern=_NAME_PATTERN)
+    load: LoadConfig
+    design: DesignConfig = Field(default_factory=DesignConfig)
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    # The file this came from (for messages); not part of what the experiment does.
+    source: str = ""
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.baseline or next(iter(self.arms))
+
+    def policies(self) -> dict[str, MetricPolicy]:
+        return {name: metric.policy() for name, metric in self.service.metrics.items()}
+
+    def as_aa(self) -> ExperimentConfig:
+        """The A/A form: every arm is the baseline (same build, same arguments)."""
+        base = self.arms[self.baseline_arm]
+        return self.model_copy(update={"arms": dict.fromkeys(self.arms, base)})
+
+
+def load_experiment(path: Path) -> ExperimentConfig:
+    """Read an experiment file (and the service file it names); report every problem at once.
+
+    Raises :class:`ConfigError` whose message lists each problem as ``file:line: field:
+    what is wrong`` followed by what to write instead.
+    """
+    problems = _Problems()
+    data = _read_toml(path, problems)
+    service_data: Any = data.get("service")
+    service_path = path
+    service_text: str | None = None
+    if isinstance(service_data, str):
+        service_path = (path.parent / service_data).resolve()
+        service_doc = _read_toml(service_path, problems, field="service")
+        service_text = service_path.read_text() if service_path.is_file() else None
+        service_data = service_doc.get("service", service_doc)
+        if isinstance(service_data, dict):
+            service_data = {**service_data}
+            for key in ("build", "metrics"):
+                if key in service_doc and key not in service_data:
+                    service_data[key] = service_doc[key]
+    if isinstance(service_data, dict):
+        service_data = {**service_data, "root": str(service_path.parent.resolve())}
+    if problems:
+        raise problems.error(path)
+    text = path.read_text()
+    service_file = service_path if service_text is not None else path
+    service_doc_text = service_text if service_text is not None else text
+    service: ServiceConfig | None = None
+    if isinstance(service_data, dict):
+        nested = service_text is None or "service" in tomllib.loads(service_text)
+        try:
+            service = ServiceConfig.model_validate(service_data)
+        except ValidationError as err:
+            for item in err.errors():
+                loc = tuple(str(p) for p in item["loc"])
+                problems.pydantic(service_file, service_doc_text, _service_loc(loc, nested), item)
+        if service is not None:
+            _check_service(service, service_file, service_doc_text, nested, problems)
+    raw = {**data, "service": service.model_dump() if service is not None else _PLACEHOLDER}
+    raw["source"] = str(path.resolve())
+    config: ExperimentConfig | None = None
+    try:
+        config = ExperimentConfig.model_validate(raw)
+    except ValidationError as err:
+        for item in err.errors():
+            loc = tuple(str(p) for p in item["loc"])
+            if loc and loc[0] == "service" and service is None:
+                continue
+            problems.pydantic(path, text, loc, item)
+    if config is not None:
+        _check_experiment(config, path, text, problems)
+    if problems or config is None or service is None:
+        raise problems.error(path)
+    return _resolve(config, path)
+
+
+_PLACEHOLDER = {"name": "x", "start": "x"}
+
+
+def _read_toml(path: Path, problems: _Problems, *, field: str | None = None) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        problems.add(str(path), None, field or "file", "no such file", "check the path")
+        return {}
+    except OSError as err:
+        problems.add(str(path), None, field or "file", str(err), "check the path")
+        return {}
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        line = getattr(err, "lineno", None)
+        problems.add(str(path), line, "toml", str(err), "fix the TOML syntax")
+        return {}
+
+
+def _service_loc(loc: tuple[str, ...], nested: bool) -> tuple[str, ...]:
+    """Where a service field lives: under [service] (inline or in a service file with a
+    [service] table), except [build] and [metrics], which may also stand at the top."""
+    return ("service", *loc) if nested else loc
+
+
+def _check_service(
+    service: ServiceConfig, file: Path, text: str, nested: bool, problems: _Problems
+) -> None:
+    def svc(loc: tuple[str, ...], message: str, fix: str) -> None:
+        problems.at(file, text, _service_loc(loc, nested), message, fix)
+
+    fields = _template_fields(service.start)
+    for name, word in fields:
+        if name not in START_PLACEHOLDERS:
+            svc(
+                ("start",),
+                f"unknown placeholder {{{name}}} in {word!r}",
+                f"use only {', '.join('{' + p + '}' for p in START_PLACEHOLDERS)}; "
+                "write {{ and }} for literal braces",
+            )
+    uses_artifact = any(n == "artifact" for n, _ in fields)
+    if uses_artifact and service.build.command is None and service.build.artifact is None:
+        svc(
+            ("start",),
+            "{artifact} is used but the service has no [service.build]",
+            'add [service.build] with command = "..." and artifact = "path/it/produces"',
+        )
+    if service.build.command is not None and service.build.artifact is None:
+        svc(("build", "artifact"), "a build command needs an artifact", 'add artifact = "..."')
+    for key in ("health", "warm", "metrics_path"):
+        value = getattr(service, key)
+        if value is not None and not value.startswith("/"):
+            svc((key,), f"{value!r} is not a path", f'write it as a path, e.g. "/{value}"')
+    for metric, mc in service.metrics.items():
+        try:
+            parse_threshold(mc.threshold)
+        except ConfigError as err:
+            svc(("metrics", metric, "threshold"), err.message, err.hint or "")
+        if mc.direction.lower() not in _DIRECTIONS:
+            svc(
+                ("metrics", metric, "direction"),
+                f"{mc.direction!r} is not a direction",
+                "use higher-is-worse (latency, CPU) or lower-is-worse (throughput)",
+            )
+
+
+def _check_experiment(config: ExperimentConfig, path: Path, text: str, problems: _Problems) -> None:
+    here = path.parent
+
+    def exp(loc: tuple[str, ...], message: str, fix: str) -> None:
+        problems.at(path, text, loc, message, fix)
+
+    if not (here / config.trace).is_file():
+        exp(("trace",), f"{config.trace!r}: no such file", "give the path relative to this file")
+    if len(config.arms) < 2:
+        exp(("arms",), f"{len(config.arms)} arm(s); an experiment compares at least two",
+            "add [arms.A] (baseline) and [arms.B] (candidate)")  # fmt: skip
+    for name, arm in config.arms.items():
+        if not re.match(_NAME_PATTERN, name):
+            exp(("arms", name), f"arm name {name!r}", "use letters, digits, '.', '_' or '-'")
+        if arm.path is not None and arm.git is not None:
+            exp(("arms", name), "both path and git are set", "give one source per arm")
+        if arm.repo is not None and arm.git is None:
+            exp(("arms", name, "repo"), "repo without git", 'add git = "REVISION" or drop repo')
+        if arm.path is not None and not (here / arm.path).is_dir():
+            exp(("arms", name, "path"), f"{arm.path!r}: no such folder",
+                "give a folder relative to this file")  # fmt: skip
+        if arm.git is not None and not (here / (arm.repo or ".")).is_dir():
+            exp(("arms", name, "repo"), f"{arm.repo!r}: no such folder",
+                "give the git repository's folder")  # fmt: skip
+        has_source = arm.path is not None or arm.git is not None
+        if config.service.build.command is not None and not has_source:
+            exp(("arms", name), "the service has a build but this arm has no source",
+                'add path = "FOLDER" or git = "REVISION"')  # fmt: skip
+    if config.baseline is not None and config.baseline not in config.arms:
+        exp(("baseline",), f"{config.baseline!r} is not an arm",
+            f"use one of {', '.join(config.arms)}")  # fmt: skip
+    models = _known_models()
+    if config.analysis.model != "adaptive" and config.analysis.model not in models:
+        exp(("analysis", "model"), f"unknown model {config.analysis.model!r}",
+            f"use adaptive or one of {', '.join(models)}")  # fmt: skip
+
+
+def _known_models() -> list[str]:
+    from hairline.stats import list_models  # stats imports nothing of hairline
+
+    return list(list_models())
+
+
+def _template_fields(template: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for word in template.split():
+        try:
+            parsed = list(string.Formatter().parse(word))
+        except ValueError:
+            out.append(("unbalanced braces", word))
+            continue
+        out.extend((name, word) for _, name, _, _ in parsed if name is not None)
+    return out
+
+
+def _resolve(config: ExperimentConfig, path: Path) -> ExperimentConfig:
+    here = path.parent.resolve()
+    arms = {
+        name: arm.model_copy(
+            update={
+                "path": str((here / arm.path).resolve()) if arm.path is not None else None,
+                "repo": str((here / (arm.repo or ".")).resolve()) if arm.git is not None else None,
+            }
+        )
+        for name, arm in config.arms.items()
+    }
+    return config.model_copy(update={"trace": str((here / config.trace).resolve()), "arms": arms})
+
+
+def start_command(service: ServiceConfig, arm: ArmConfig, **values: str) -> list[str]:
+    """The start command's words for one arm, placeholders filled, the arm's args appended."""
+    words = [word.format(**values) for word in shlex.split(service.start)]
+    return [*words, *arm.args]
+
+
+class _Problems:
+    """Every problem found in a file set, reported together."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, file: str, line: int | None, field: str, message: str, fix: str) -> None:
+        where = f"{file}:{line}" if line else file
+        self.items.append(f"{where}: {field}: {message}" + (f"\n    fix: {fix}" if fix else ""))
+
+    def at(self, file: Path, text: str, loc: tuple[str, ...], message: str, fix: str) -> None:
+        self.add(str(file), _line_of(text, loc), ".".join(loc), message, fix)
+
+    def pydantic(self, file: Path, text: str, loc: tuple[str, ...], item: Any) -> None:
+        kind = item["type"]
+        if kind == "extra_forbidden":
+            parent, field = loc[:-1], loc[-1]
+            known = _known_fields(parent)
+            close = difflib.get_close_matches(field, known, n=1)
+            fix = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
+            self.at(file, text, loc, "unknown field", fix)
+        elif kind == "missing":
+            self.at(file, text, loc, "missing", f"add {loc[-1]} = ...")
+        elif kind == "literal_error":
+            expected = item.get("ctx", {}).get("expected", "")
+            self.at(file, text, loc, f"{item['input']!r} is not allowed", f"use {expected}")
+        elif kind == "string_pattern_mismatch":
+            self.at(file, text, loc, f"{item['input']!r} is not a valid name",
+                    "use letters, digits, '.', '_' or '-'")  # fmt: skip
+        else:
+            self.at(file, text, loc, item["msg"].lower(), _FIXES.get(kind, ""))
+
+    def error(self, path: Path) -> ConfigError:
+        count = len(self.items)
+        head = f"{path}: {count} problem{'s' if count != 1 else ''}"
+        return ConfigError(
+            head + "\n  " + "\n  ".join(self.items),
+            hint="fix each line above; `hairline run --check FILE` checks without running",
+        )
+
+
+_FIXES = {
+    "greater_than": "use a positive number",
+    "greater_than_equal": "use a number at least as large as shown",
+    "less_than": "use a smaller number",
+    "float_parsing": "write a number, e.g. 400 or 2.5",
+    "float_type": "write a number, e.g. 400 or 2.5",
+    "int_parsing": "write a whole number",
+    "int_type": "write a whole number",
+    "string_type": 'write a quoted string, e.g. "value"',
+    "list_type": 'write a list, e.g. ["a", "b"]',
+    "dict_type": "write a table",
+    "model_type": "write a table",
+    "bool_type": "write true or false",
+}
+
+
+def _known_fields(parent: tuple[str, ...]) -> list[str]:
+    models: dict[tuple[str, ...], type[BaseModel]] = {
+        (): ExperimentConfig,
+        ("service",): ServiceConfig,
+        ("service", "build"): BuildConfig,
+        ("load",): LoadConfig,
+        ("design",): DesignConfig,
+        ("analysis",): AnalysisConfig,
+    }
+    if len(parent) == 2 and parent[0] == "arms":
+        return list(ArmConfig.model_fields)
+    if len(parent) == 3 and parent[:2] == ("service", "metrics"):
+        return list(MetricConfig.model_fields)
+    model = models.get(parent)
+    if model is None:
+        return []
+    return [f for f in model.model_fields if f not in ("root", "source")]
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=")
+
+
+def _line_of(text: str, loc: tuple[str, ...]) -> int | None:
+    """The 1-based line that defines ``loc`` (or its nearest enclosing table), if any."""
+    table: tuple[str, ...] = ()
+    found: dict[tuple[str, ...], int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            table = tuple(_unquote(p) for p in header.group(1).split("."))
+            found.setdefault(table, number)
+            continue
+        key = _KEY.match(line)
+        if key:
+            path = (*table, *(_unquote(p) for p in key.group(1).split(".")))
+            found.setdefault(path, number)
+            # Inline tables: ``name = { threshold = "x" }`` defines name.threshold too.
+            for inner in re.finditer(r"([A-Za-z0-9_-]+)\s*=", line[key.end() :]):
+                found.setdefault((*path, inner.group(1)), number)
+    for depth in range(len(loc), 0, -1):
+        if loc[:depth] in found:
+            return found[loc[:depth]]
+        if loc[0] == "service" and loc[1:depth] and loc[1:depth] in found:
+            return found[loc[1:depth]]
+    return None
+
+
+def _unquote(part: str) -> str:
+    return part.strip().strip("\"'")
