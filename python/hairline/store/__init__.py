@@ -1,1 +1,2 @@
-"""Persistence: the observations files (Parquet or CSV) behind every analysis."""
+"""Persistence: the lab's database (SQLAlchemy models, Alembic migrations) and the
+observation files (Parquet) the database points to."""

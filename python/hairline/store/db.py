@@ -1,0 +1,132 @@
+"""Open the lab's database: SQLite in ``.hairline/`` by default, any SQLAlchemy URL with
+``--db`` (PostgreSQL for a lab of several machines). Opening migrates to the newest schema.
+
+SQLite is put in WAL mode with a busy timeout so that several processors on one machine
+(``hairline lab process`` next to ``hairline run``) can share it; every state change is a
+short transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from hairline.errors import ConfigError
+
+__all__ = ["DEFAULT_HOME", "Store", "default_url", "open_store"]
+
+DEFAULT_HOME = Path(".hairline")
+_MIGRATIONS = Path(__file__).parent / "migrations"
+# Any constant works; it only has to be the same for every hairline process.
+_PG_MIGRATION_LOCK = 0x6861_6972
+
+
+def default_url(home: Path = DEFAULT_HOME) -> str:
+    """``$HAIRLINE_DB`` if set, else SQLite at ``home/hairline.db``."""
+    env = os.environ.get("HAIRLINE_DB")
+    if env:
+        return env
+    return f"sqlite:///{(home / 'hairline.db').resolve()}"
+
+
+@dataclass
+class Store:
+    """The database and where experiments keep their files."""
+
+    url: str
+    engine: Engine
+    sessions: sessionmaker[Session]
+    home: Path
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with self.sessions.begin() as session:
+            yield session
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_store(url: str | None = None, *, home: Path = DEFAULT_HOME) -> Store:
+    """Connect to ``url`` (default :func:`default_url`) and migrate it to the newest schema."""
+    url = url or default_url(home)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(
+            f"--db {url!r} is not a database URL",
+            hint="use sqlite:///path/to/hairline.db or postgresql+psycopg://user@host/db",
+        ) from None
+    options: dict[str, Any] = {}
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        options["connect_args"] = {"timeout": 30}
+    elif parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        # psycopg 3 is the driver hairline installs; plain postgresql:// means it.
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    try:
+        engine = create_engine(parsed, pool_pre_ping=True, **options)
+    except Exception as err:  # a missing driver, a bad option
+        raise ConfigError(f"--db {url!r}: {err}", hint="check the database URL") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    home.mkdir(parents=True, exist_ok=True)
+    try:
+        _migrate(engine, home)
+    except OperationalError as err:
+        engine.dispose()
+        raise ConfigError(
+            f"cannot open the database {parsed.render_as_string(hide_password=True)}: "
+            f"{str(err.orig).strip()}",
+            hint="check that the server runs and the URL (user, host, database) is right",
+        ) from None
+    return Store(
+        url=url,
+        engine=engine,
+        sessions=sessionmaker(engine, expire_on_commit=False),
+        home=home.resolve(),
+    )
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _migrate(engine: Engine, home: Path) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    with contextlib.ExitStack() as stack:
+        if engine.dialect.name == "sqlite":
+            # Two processes opening a fresh database at once must not both create tables.
+            lock = stack.enter_context((home / ".migrate.lock").open("w"))
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        with engine.begin() as connection:
+            if engine.dialect.name == "postgresql":
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK}
+                )
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")

@@ -1,0 +1,193 @@
+"""The lab's tables (SQLAlchemy 2 declarative models; migrations in ``migrations/``).
+
+Times are Unix seconds (``float``) in every column named ``*_at``: one representation that
+compares the same way in SQLite and PostgreSQL, with no time-zone handling to get wrong.
+Observations are not rows here: each trial's observations are one Parquet file in the
+experiment's artifact folder, and the database points to it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "Arm",
+    "Base",
+    "Build",
+    "Experiment",
+    "Host",
+    "Quota",
+    "Run",
+    "Service",
+    "Trial",
+    "VerdictRow",
+]
+
+# The lifecycle (ServiceLab section 4). Terminal phases are never claimed again.
+PHASES = ("queued", "building", "allocating", "running", "analyzing", "done", "failed", "cancelled")
+ACTIVE_PHASES = ("queued", "building", "allocating", "running", "analyzing")
+TERMINAL_PHASES = ("done", "failed", "cancelled")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Service(Base):
+    __tablename__ = "services"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Experiment(Base):
+    """One experiment and its place in the durable queue.
+
+    A processor owns the row while ``lease_owner`` is its id and ``lease_expires_at`` is in
+    the future; it renews the lease while it works. Any processor may claim a row in an
+    active phase whose lease is empty or expired.
+    """
+
+    __tablename__ = "experiments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    service_id: Mapped[int] = mapped_column(ForeignKey("services.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(8))  # "ab" | "aa"
+    team: Mapped[str] = mapped_column(String(200))
+    phase: Mapped[str] = mapped_column(String(16), index=True)
+    failure: Mapped[str | None] = mapped_column(Text, nullable=True)
+    spec: Mapped[str] = mapped_column(Text)  # the resolved ExperimentConfig, JSON
+    source_file: Mapped[str] = mapped_column(Text)
+    artifacts_dir: Mapped[str] = mapped_column(Text)
+    progress: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    updated_at: Mapped[float] = mapped_column(Float)
+    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    lease_expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    claims: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Arm(Base):
+    __tablename__ = "arms"
+    __table_args__ = (UniqueConstraint("experiment_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    position: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(Text)
+    build_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    build_cached: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    artifact: Mapped[str | None] = mapped_column(Text, nullable=True)
+    build_log: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class Build(Base):
+    """A cached build, by content key (tree hash, command, artifact, environment)."""
+
+    __tablename__ = "builds"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tree_hash: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(Text)
+    command: Mapped[str | None] = mapped_column(Text, nullable=True)
+    artifact: Mapped[str] = mapped_column(Text)
+    log: Mapped[str | None] = mapped_column(Text, nullable=True)
+    duration_s: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Trial(Base):
+    """One trial's state. ``done`` trials have their observations file; a ``running`` trial
+    whose experiment changes hands was interrupted and is run again from the start."""
+
+    __tablename__ = "trials"
+    __table_args__ = (UniqueConstraint("experiment_id", "index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))  # pending | running | done
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    observations: Mapped[str | None] = mapped_column(Text, nullable=True)
+    processor: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Host(Base):
+    """A host of the inventory: locally, a CPU set of one machine.
+
+    ``experiment_id`` marks an allocation; it lapses with ``lease_expires_at`` (renewed
+    with the experiment's lease), so a dead processor cannot keep hosts forever.
+    """
+
+    __tablename__ = "hosts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    backend: Mapped[str] = mapped_column(String(32))
+    machine: Mapped[str] = mapped_column(String(200))
+    cpus: Mapped[str] = mapped_column(Text)  # "2,3"
+    facts: Mapped[str] = mapped_column(Text)  # JSON
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    experiment_id: Mapped[int | None] = mapped_column(
+        ForeignKey("experiments.id"), nullable=True, index=True
+    )
+    team: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    allocated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    lease_expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Quota(Base):
+    """The most hosts a team may hold at once."""
+
+    __tablename__ = "quotas"
+
+    team: Mapped[str] = mapped_column(String(200), primary_key=True)
+    max_hosts: Mapped[int] = mapped_column(Integer)
+
+
+class Run(Base):
+    """Which arm ran on which host in which batch, with the host's facts at the time and
+    the process group, so a processor that takes over can stop what a dead one left."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    trial: Mapped[int] = mapped_column(Integer)
+    batch: Mapped[int] = mapped_column(Integer)
+    arm: Mapped[str] = mapped_column(String(100))
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
+    host_index: Mapped[int] = mapped_column(Integer)
+    processor: Mapped[str] = mapped_column(String(200))
+    pgid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    facts: Mapped[str] = mapped_column(Text)  # JSON
+    started_at: Mapped[float] = mapped_column(Float)
+    stopped_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class VerdictRow(Base):
+    __tablename__ = "verdicts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    metric: Mapped[str] = mapped_column(String(200))
+    candidate: Mapped[str] = mapped_column(String(100))
+    label: Mapped[str] = mapped_column(String(16))
+    model: Mapped[str] = mapped_column(String(100))
+    model_reason: Mapped[str] = mapped_column(Text)
+    relative_effect: Mapped[float | None] = mapped_column(Float, nullable=True)
+    absolute_effect: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    threshold: Mapped[str] = mapped_column(String(32))
+    direction: Mapped[str] = mapped_column(String(32))
