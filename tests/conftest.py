@@ -202,3 +202,101 @@ def sample_service(engine_path: Path) -> Iterator[StartSampleService]:
         service.stop()
         if service._stderr is not None:
             service._stderr.close()
+
+
+# --------------------------------------------------------------------------------------
+# Databases: every store and lab test runs on SQLite and on a real PostgreSQL server.
+# --------------------------------------------------------------------------------------
+
+
+def _pg_bindir() -> Path | None:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "initdb").exists():
+            return candidate
+    return None
+
+
+@dataclass
+class PostgresServer:
+    port: int
+    data: Path
+    proc: subprocess.Popen[bytes]
+    created: int = 0
+
+    def new_database(self) -> str:
+        import psycopg
+
+        self.created += 1
+        name = f"hairline_test_{self.created}"
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True
+        ) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A private PostgreSQL cluster on a loopback port, for this test session only."""
+    bindir = _pg_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed (make sysdeps installs it)")
+    # Not under pytest's temp root: that is private to root, and the cluster may run as
+    # another user.
+    parent = Path(tempfile.mkdtemp(prefix="hairline-pg-"))
+    data = parent / "data"
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        # initdb refuses to run as root; run the cluster as the postgres system user.
+        as_user = ["runuser", "-u", "postgres", "--"]
+        import shutil
+
+        shutil.chown(parent, "postgres")
+    subprocess.run(
+        [*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
+         "--auth=trust", "-E", "UTF8", "--no-sync"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [*as_user, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
+         "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={data}",
+         "-c", "fsync=off", "-c", "max_connections=200"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    server = PostgresServer(port=port, data=data, proc=proc)
+    deadline = time.monotonic() + 30
+    import psycopg
+
+    while True:
+        try:
+            psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres").close()
+            break
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pytest.fail("the test PostgreSQL server did not start", pytrace=False)
+            time.sleep(0.1)
+    try:
+        yield server
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        subprocess.run(["rm", "-rf", str(parent)], check=False)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database: SQLite in a temp folder, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'hairline.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.new_database()
