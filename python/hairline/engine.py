@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hairline.errors import ConfigError, DataError, EngineError
+from hairline.procs import child_setup
 
 __all__ = [
     "REQUEST_DTYPE",
@@ -444,9 +445,13 @@ class LoadResult:
 
 
 def run_load(
-    plan: LoadPlan, *, timeout_s: float | None = None, engine: Path | None = None
+    plan: LoadPlan,
+    *,
+    timeout_s: float | None = None,
+    engine: Path | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> LoadResult:
-    """Runs the plan to completion and returns its summary.
+    """Runs the plan to completion and returns its summary; ``cpus`` pins the engine.
 
     A run that fails a validity gate is returned (``valid`` is false), also under
     ``strict``; a run the engine could not do raises :class:`EngineError`.
@@ -458,7 +463,13 @@ def run_load(
         limit_s = timeout_s if timeout_s is not None else plan.expected_runtime_s() + 30
         command = [str(binary), *args]
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=limit_s)
+            proc = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=limit_s,
+                preexec_fn=child_setup(cpus),
+            )
         except subprocess.TimeoutExpired as err:
             stderr = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else ""
             raise EngineError(
@@ -533,6 +544,7 @@ def warm_up(
     warm_urls: Sequence[str] | Mapping[str, str] = (),
     warm_timeout_s: float = 60.0,
     engine: Path | None = None,
+    cpus: Sequence[int] | None = None,
     **options: Any,
 ) -> LoadResult:
     """Loads the targets at ``rate_per_s`` for at least ``duration_s`` and, with
@@ -554,7 +566,7 @@ def warm_up(
         warm_timeout_s=warm_timeout_s,
         **options,
     )
-    return run_load(plan, engine=engine)
+    return run_load(plan, engine=engine, cpus=cpus)
 
 
 def _named_warm_urls(
@@ -586,6 +598,7 @@ def measure(
     requests_path: Path | None = None,
     summary_path: Path | None = None,
     engine: Path | None = None,
+    cpus: Sequence[int] | None = None,
     **options: Any,
 ) -> LoadResult:
     """One measurement phase to every target in lockstep; ``options`` are other
@@ -600,7 +613,7 @@ def measure(
         summary_path=summary_path,
         **options,
     )
-    return run_load(plan, engine=engine)
+    return run_load(plan, engine=engine, cpus=cpus)
 
 
 def latency_rows(result: LoadResult, *, trial: int, batch: int, host_of: Mapping[str, int]) -> Any:

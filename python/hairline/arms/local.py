@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from hairline.errors import HairlineError
+from hairline.procs import child_setup
 
 __all__ = ["ArmFailed", "ArmSpec", "LocalArm", "free_port", "wait_http_ok"]
 
@@ -107,11 +108,6 @@ class LocalArm:
         cpus = self.cpus
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
 
-        def pin() -> None:
-            # Runs in the child before exec, so the service never runs off its CPU set.
-            if cpus:
-                os.sched_setaffinity(0, cpus)
-
         try:
             self._proc = subprocess.Popen(
                 list(self.spec.command),
@@ -121,7 +117,8 @@ class LocalArm:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=pin,
+                # Pinned before exec, so the service never runs off its CPU set.
+                preexec_fn=child_setup(cpus),
             )
         except OSError as err:
             raise ArmFailed(

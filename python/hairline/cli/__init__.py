@@ -5,7 +5,7 @@ the library: ``analysis`` (plan, analyze), ``lab`` (run, aa, status, report, dem
 process), ``traffic`` (trace ...), ``record``.
 """
 
-from hairline.cli import analysis, lab  # noqa: F401  (each module registers its commands)
+from hairline.cli import analysis, lab, record, traffic  # noqa: F401  (each module registers its commands)
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, main
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "main"]

@@ -1,0 +1,1 @@
+"""Commands of hairline's traffic side (filled in by the traffic work)."""
