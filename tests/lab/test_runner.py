@@ -18,7 +18,7 @@ TRACE = Path(__file__).resolve().parents[2] / "examples" / "sample-service" / "t
 
 
 def sample_arm(engine_path: Path, name: str, *extra: str, health: str = "/healthz") -> ArmDef:
-    def spec(port: int) -> ArmSpec:
+    def spec(port: int, cpus: tuple[int, ...]) -> ArmSpec:
         command = [str(engine_path), "sample-service", "--port", str(port), *extra]
         return ArmSpec(name=name, command=command, health_path=health)
 

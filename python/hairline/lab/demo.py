@@ -77,7 +77,7 @@ def demo_plan(
     binary = str(engine.find_engine())
 
     def arm(name: str, *extra: str) -> ArmDef:
-        def spec(port: int) -> ArmSpec:
+        def spec(port: int, cpus: tuple[int, ...]) -> ArmSpec:
             return ArmSpec(
                 name=name,
                 command=[binary, "sample-service", "--port", str(port), "--warmup-s", "1", *extra],

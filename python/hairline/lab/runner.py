@@ -27,15 +27,15 @@ from hairline.collect.procfs import anon_memory_bytes, cpu_time_ns, process_tree
 from hairline.collect.prometheus import Sample, scrape
 from hairline.lab.schedule import Batch, LabDesign, schedule
 
-__all__ = ["ArmDef", "RunPlan", "run_trials"]
+__all__ = ["ArmDef", "ArmStarted", "RunPlan", "run_trial", "run_trials"]
 
 
 @dataclass(frozen=True)
 class ArmDef:
-    """One arm: how to start it on a port, and where it answers."""
+    """One arm: how to start it on a port and CPU set, and where it answers."""
 
     name: str
-    spec: Callable[[int], ArmSpec]
+    spec: Callable[[int, tuple[int, ...]], ArmSpec]
     warm_path: str | None = None
     metrics_path: str | None = None
 
@@ -55,12 +55,16 @@ class RunPlan:
     health_timeout_s: float = 30.0
     warm_timeout_s: float = 60.0
     counters: Sequence[str] = field(default=())
+    engine_cpus: tuple[int, ...] | None = None
 
     def batches(self) -> list[Batch]:
         return schedule(tuple(a.name for a in self.arms), trials=self.trials, design=self.design)
 
 
 Progress = Callable[[Batch, str], None]
+# Called when an arm is up: (batch, arm name, host index, process group id, port). The lab
+# records it, so that a processor taking over can stop what a dead one left running.
+ArmStarted = Callable[[Batch, str, int, int, int], None]
 
 
 class _MemorySampler:
@@ -112,6 +116,27 @@ def _counters_per_request(
 
 def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
     """Run every batch of ``plan`` and return the observations table."""
+    batches = plan.batches()
+    tables = [
+        run_trial(plan, [b for b in batches if b.trial == trial], progress=progress)
+        for trial in sorted({b.trial for b in batches})
+    ]
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def run_trial(
+    plan: RunPlan,
+    batches: Sequence[Batch],
+    *,
+    progress: Progress | None = None,
+    on_arm_started: ArmStarted | None = None,
+    check: Callable[[], None] | None = None,
+) -> pa.Table:
+    """Run the batches of one trial and return their observations.
+
+    ``check`` is called before each batch and before measuring; it raises to abandon the
+    trial (the lab's lease check). Arms are stopped on every path out.
+    """
     columns: dict[str, list[object]] = {
         name: [] for name in ("trial", "batch", "arm", "host", "request", "endpoint", "metric")
     }
@@ -135,7 +160,9 @@ def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
     per_request: list[pa.Table] = []
     by_name = {a.name: a for a in plan.arms}
     plan.workdir.mkdir(parents=True, exist_ok=True)
-    for batch in plan.batches():
+    for batch in batches:
+        if check:
+            check()
         tag = f"t{batch.trial}b{batch.batch}"
         with contextlib.ExitStack() as stack:
             running: dict[str, LocalArm] = {}
@@ -143,7 +170,7 @@ def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
                 port = free_port()
                 arm = stack.enter_context(
                     LocalArm(
-                        by_name[arm_name].spec(port),
+                        by_name[arm_name].spec(port, plan.hosts[host]),
                         port=port,
                         cpus=plan.hosts[host],
                         log_path=plan.workdir / f"{tag}-{arm_name}.log",
@@ -153,6 +180,8 @@ def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
                     progress(batch, f"starting {arm_name} on host {host}")
                 arm.start(health_timeout_s=plan.health_timeout_s)
                 running[arm_name] = arm
+                if on_arm_started:
+                    on_arm_started(batch, arm_name, host, arm.pid, port)
             host_of = {name: host for host, name in enumerate(batch.arm_on_host)}
             names = list(running)
 
@@ -169,7 +198,10 @@ def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
                     if (path := by_name[n].warm_path) is not None
                 },
                 warm_timeout_s=plan.warm_timeout_s,
+                cpus=plan.engine_cpus,
             )
+            if check:
+                check()
 
             pids = {n: running[n].pid for n in names}
             metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
@@ -185,6 +217,7 @@ def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
                     duration_s=plan.duration_s,
                     requests_path=plan.workdir / f"{tag}.requests",
                     summary_path=plan.workdir / f"{tag}.json",
+                    cpus=plan.engine_cpus,
                 )
             cpu_after = {n: cpu_time_ns(process_tree(pid)) for n, pid in pids.items()}
             counters_after = {n: scrape(u) for n, u in metrics_urls.items()}

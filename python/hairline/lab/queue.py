@@ -1,0 +1,293 @@
+"""The durable queue: experiments are rows, processors claim them with leases.
+
+A processor *claims* an experiment in an active phase whose lease is empty or expired,
+writing its own id and an expiry; it *renews* the lease while it works and *releases* it
+when the experiment ends or must wait. Every write that moves an experiment is conditional
+on the writer still holding the lease, so a processor that lost its lease (it stalled, or
+was presumed dead) cannot overwrite the work of the one that took over.
+
+The claim is a compare-and-set ``UPDATE ... WHERE lease is free``, checked by its row
+count; on PostgreSQL the candidate row is first selected ``FOR UPDATE SKIP LOCKED`` so that
+concurrent processors do not queue on one row. The same statements run on SQLite, where
+the database's single writer gives the same guarantee.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from hairline.config import ExperimentConfig
+from hairline.errors import HairlineError
+from hairline.store.db import Store
+from hairline.store.models import ACTIVE_PHASES, Arm, Experiment, Host, Service, Trial
+
+__all__ = [
+    "Clock",
+    "LeaseKeeper",
+    "LeaseLost",
+    "claim",
+    "enqueue",
+    "new_owner",
+    "release",
+    "renew",
+    "transition",
+]
+
+Clock = Callable[[], float]
+
+
+class LeaseLost(HairlineError):
+    """This processor no longer holds the experiment's lease; another one has it."""
+
+
+def new_owner(prefix: str = "processor") -> str:
+    """A processor id, unique across machines and restarts."""
+    import os
+    import socket
+
+    return f"{prefix}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def enqueue(
+    store: Store,
+    config: ExperimentConfig,
+    *,
+    kind: str = "ab",
+    clock: Clock = time.time,
+) -> int:
+    """Add an experiment to the queue (phase ``queued``) with its arms and trials."""
+    now = clock()
+    with store.transaction() as session:
+        service = session.scalar(select(Service).where(Service.name == config.service.name))
+        if service is None:
+            service = Service(name=config.service.name, created_at=now)
+            session.add(service)
+            session.flush()
+        experiment = Experiment(
+            service_id=service.id,
+            kind=kind,
+            team=config.team,
+            phase="queued",
+            spec=config.model_dump_json(),
+            source_file=config.source,
+            artifacts_dir="",
+            progress="queued",
+            created_at=now,
+            updated_at=now,
+            claims=0,
+            cancel_requested=False,
+        )
+        session.add(experiment)
+        session.flush()
+        experiment.artifacts_dir = str(store.home / "experiments" / str(experiment.id))
+        baseline = config.baseline_arm
+        names = [baseline, *(n for n in config.arms if n != baseline)]
+        for position, name in enumerate(names):
+            arm = config.arms[name]
+            if arm.git is not None:
+                source = f"git {arm.git} of {arm.repo}"
+            elif arm.path is not None:
+                source = f"path {arm.path}"
+            else:
+                source = "the service's start command"
+            if kind == "aa" and position > 0:
+                source = f"same as {baseline}"
+            session.add(
+                Arm(experiment_id=experiment.id, name=name, position=position, source=source)
+            )
+        for index in range(config.design.trials):
+            session.add(
+                Trial(experiment_id=experiment.id, index=index, state="pending", attempts=0)
+            )
+        Path(experiment.artifacts_dir).mkdir(parents=True, exist_ok=True)
+        return experiment.id
+
+
+def _free(now: float) -> object:
+    return or_(Experiment.lease_expires_at.is_(None), Experiment.lease_expires_at < now)
+
+
+def claim(
+    store: Store,
+    owner: str,
+    *,
+    lease_s: float,
+    clock: Clock = time.time,
+    experiment_id: int | None = None,
+) -> int | None:
+    """Claim the oldest claimable experiment (or ``experiment_id``); its id, or None."""
+    now = clock()
+    with store.transaction() as session:
+        query = (
+            select(Experiment.id)
+            .where(Experiment.phase.in_(ACTIVE_PHASES), _free(now))  # type: ignore[arg-type]
+            .order_by(Experiment.updated_at, Experiment.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        if experiment_id is not None:
+            query = query.where(Experiment.id == experiment_id)
+        found = session.scalar(query)
+        if found is None:
+            return None
+        result = session.execute(
+            update(Experiment)
+            .where(Experiment.id == found, _free(now))  # type: ignore[arg-type]
+            .values(
+                lease_owner=owner,
+                lease_expires_at=now + lease_s,
+                claims=Experiment.claims + 1,
+                updated_at=now,
+            )
+        )
+        return found if result.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def _held(experiment_id: int, owner: str, now: float) -> object:
+    return and_(
+        Experiment.id == experiment_id,
+        Experiment.lease_owner == owner,
+        Experiment.lease_expires_at >= now,
+    )
+
+
+def renew(
+    store: Store, owner: str, experiment_id: int, *, lease_s: float, clock: Clock = time.time
+) -> bool:
+    """Extend the lease (and the experiment's host allocations); False if it was lost."""
+    now = clock()
+    with store.transaction() as session:
+        result = session.execute(
+            update(Experiment)
+            .where(_held(experiment_id, owner, now))  # type: ignore[arg-type]
+            .values(lease_expires_at=now + lease_s)
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            return False
+        session.execute(
+            update(Host)
+            .where(Host.experiment_id == experiment_id)
+            .values(lease_expires_at=now + lease_s)
+        )
+        return True
+
+
+def release(store: Store, owner: str, experiment_id: int) -> None:
+    """Give the lease up (the experiment ended, or waits for something)."""
+    with store.transaction() as session:
+        session.execute(
+            update(Experiment)
+            .where(Experiment.id == experiment_id, Experiment.lease_owner == owner)
+            .values(lease_owner=None, lease_expires_at=None)
+        )
+
+
+def transition(
+    session: Session,
+    owner: str,
+    experiment_id: int,
+    *,
+    clock: Clock = time.time,
+    **values: object,
+) -> None:
+    """Update the experiment in ``session``'s transaction, if ``owner`` still holds it.
+
+    Raises :class:`LeaseLost` otherwise, which rolls the whole transaction back.
+    """
+    now = clock()
+    result = session.execute(
+        update(Experiment)
+        .where(_held(experiment_id, owner, now))  # type: ignore[arg-type]
+        .values(updated_at=now, **values)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise LeaseLost(
+            f"experiment {experiment_id}: lease lost; another processor has taken it over",
+            hint="this processor stalled longer than the lease; raise --lease-s if that was "
+            "expected",
+        )
+
+
+class LeaseKeeper:
+    """Renews a lease every third of its length on a thread, until stopped.
+
+    ``check()`` raises :class:`LeaseLost` once a renewal has failed; the processor calls it
+    between steps, so work stops soon after the lease is gone.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        experiment_id: int,
+        *,
+        lease_s: float,
+        clock: Clock = time.time,
+    ) -> None:
+        self._args = (store, owner, experiment_id)
+        self._lease_s = lease_s
+        self._clock = clock
+        self._stop = threading.Event()
+        self.lost = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
+
+    def _run(self) -> None:
+        store, owner, experiment_id = self._args
+        while not self._stop.wait(self._lease_s / 3):
+            try:
+                ok = renew(store, owner, experiment_id, lease_s=self._lease_s, clock=self._clock)
+            except Exception:  # a database hiccup: try again at the next tick
+                continue
+            if not ok:
+                self.lost.set()
+                return
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            _, _, experiment_id = self._args
+            raise LeaseLost(f"experiment {experiment_id}: lease lost")
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    """What a processor needs of an experiment row, read once per claim."""
+
+    id: int
+    kind: str
+    team: str
+    phase: str
+    config: ExperimentConfig
+    artifacts_dir: Path
+    cancel_requested: bool
+
+
+def load(session: Session, experiment_id: int) -> ExperimentRow:
+    row = session.get(Experiment, experiment_id)
+    if row is None:
+        raise HairlineError(f"no experiment {experiment_id}", hint="see `hairline status`")
+    return ExperimentRow(
+        id=row.id,
+        kind=row.kind,
+        team=row.team,
+        phase=row.phase,
+        config=ExperimentConfig.model_validate(json.loads(row.spec)),
+        artifacts_dir=Path(row.artifacts_dir),
+        cancel_requested=row.cancel_requested,
+    )
