@@ -425,10 +425,12 @@ def _resolve(config: ExperimentConfig, path: Path) -> ExperimentConfig:
     return config.model_copy(update={"trace": str((here / config.trace).resolve()), "arms": arms})
 
 
-def start_command(service: ServiceConfig, arm: ArmConfig, **values: str) -> list[str]:
-    """The start command's words for one arm, placeholders filled, the arm's args appended."""
-    words = [word.format(**values) for word in shlex.split(service.start)]
-    return [*words, *arm.args]
+def start_command(service: ServiceConfig, arm: ArmConfig, values: dict[str, str]) -> list[str]:
+    """The start command's words for one arm, placeholders filled, the arm's args appended.
+
+    The template is split into words first, so a filled-in path with spaces stays one word.
+    """
+    return [*(word.format(**values) for word in shlex.split(service.start)), *arm.args]
 
 
 class _Problems:

@@ -31,6 +31,7 @@ __all__ = [
     "COLUMNS",
     "REQUIRED_COLUMNS",
     "Observations",
+    "observations_from_table",
     "read_observations",
     "write_observations",
 ]
@@ -153,6 +154,11 @@ def read_observations(path: str | os.PathLike[str]) -> Observations:
     except (pa.ArrowInvalid, OSError) as err:
         raise DataError(f"{p}: cannot be read: {err}") from err
     return _validate(table, source=str(p), is_csv=is_csv)
+
+
+def observations_from_table(table: pa.Table, *, source: str) -> Observations:
+    """Validate a table made in memory (the lab's trials) as if it had been read."""
+    return _validate(table, source=source, is_csv=False)
 
 
 def _where(row: int, *, is_csv: bool) -> str:
