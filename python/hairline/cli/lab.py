@@ -1,18 +1,553 @@
-"""The lab's commands: ``hairline demo``."""
+"""The lab's commands: run, aa, status, report, demo, and ``lab process|quota|hosts``.
+
+``hairline run FILE`` validates the experiment file, puts the experiment in the durable
+queue and, unless ``--no-process``, processes it in this process (claiming it with a lease
+like any processor), showing progress; then it prints the report and exits 0 (no
+regression), 1 (a regression) or 2 (an error, or the experiment failed).
+"""
 
 from __future__ import annotations
 
+import json
+import signal
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import click
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy import func, select
 
-from hairline.cli._base import EXIT_OK, EXIT_REGRESSION, console, main
-from hairline.lab.demo import run_demo
-from hairline.lab.schedule import Batch
+from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
+from hairline.config import ExperimentConfig, load_experiment
+from hairline.hosts.inventory import ensure_local_hosts, set_quota
+from hairline.lab.demo import demo_config
+from hairline.lab.processor import Event, ProcessorOptions, process_experiment, process_next
+from hairline.lab.queue import enqueue, new_owner
+from hairline.report.context import ExperimentReport, experiment_json
+from hairline.report.experiment import load_report
+from hairline.report.html import render_html
 from hairline.report.jsonout import write_json
-from hairline.report.terminal import analysis_json, print_analysis
+from hairline.report.markdown import append_step_summary, render_markdown
+from hairline.report.terminal import print_experiment
+from hairline.store.db import DEFAULT_HOME, Store, open_store
+from hairline.store.models import (
+    TERMINAL_PHASES,
+    Experiment,
+    Host,
+    Quota,
+    Service,
+    Trial,
+    VerdictRow,
+)
+
+
+def _store_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option(
+        "--db",
+        "db_url",
+        metavar="URL",
+        help="Database URL (default $HAIRLINE_DB, else SQLite in --home).",
+    )(fn)
+    return click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_HOME,
+        show_default=True,
+        help="Folder for the SQLite database, builds and experiment artifacts.",
+    )(fn)
+
+
+def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+                      help="Write the report as JSON ('-' for stdout).")(fn)  # fmt: skip
+    md_path = click.Path(dir_okay=False, path_type=Path)
+    fn = click.option("--markdown", "markdown_path", type=md_path,
+                      help="Write a Markdown report ('-' for stdout); also appended to "
+                      "$GITHUB_STEP_SUMMARY when that is set.")(fn)  # fmt: skip
+    return click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+                        help="Copy the self-contained HTML report here.")(fn)  # fmt: skip
+
+
+def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--check", is_flag=True, help="Validate the files and stop.")(fn)
+    fn = click.option(
+        "--no-process", is_flag=True,
+        help="Only enqueue; a `hairline lab process` elsewhere runs it (then wait for it).",
+    )(fn)  # fmt: skip
+    fn = click.option("--no-wait", is_flag=True, help="With --no-process: do not wait.")(fn)
+    fn = click.option("--lease-s", type=click.FloatRange(1), default=30.0, show_default=True,
+                      help="Lease length; another processor takes over this long after a "
+                      "crash.")(fn)  # fmt: skip
+    return click.option("--cpus-per-host", type=click.IntRange(1),
+                        help="CPUs per local host (default: half of those left after one "
+                        "for the engine).")(fn)  # fmt: skip
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job cancelled) stops an experiment the same careful way as Ctrl-C."""
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Display:
+    """Progress while an experiment runs: phase lines and a bar over its batches."""
+
+    def __init__(self, out: Console, config: ExperimentConfig) -> None:
+        self.out = out
+        self.batches = config.design.trials * len(config.arms if config.design.name ==
+                                                  "fully-balanced" else [0])  # fmt: skip
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(),
+            TextColumn("{task.completed}/{task.total} batches"), TimeElapsedColumn(),
+            console=out, transient=False,
+        )  # fmt: skip
+        self.task = self.progress.add_task("waiting", total=self.batches, visible=False)
+        self._last: tuple[int, str] | None = None
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "batch":
+            self.progress.update(self.task, visible=True, description=event.message)
+            key = event.message.split(":")[0]
+            if self._last is not None and self._last[1] != key:
+                self.progress.advance(self.task)
+            self._last = (0, key)
+        elif event.kind in ("build", "trial"):
+            self.out.print(f"[dim]{_esc(event.message)}[/]")
+        else:
+            if event.kind in ("phase", "done") and self._last is not None:
+                self.progress.update(self.task, completed=self.batches)
+            self.out.print(f"[bold]{event.kind}[/]: {_esc(event.message)}")
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _execute(
+    config: ExperimentConfig,
+    *,
+    kind: str,
+    store: Store,
+    no_process: bool,
+    no_wait: bool,
+    lease_s: float,
+    cpus_per_host: int | None,
+    out: Console,
+) -> int:
+    experiment_id = enqueue(store, config, kind=kind)
+    what = "A/A" if kind == "aa" else "A/B"
+    out.print(
+        f"experiment [bold]{experiment_id}[/] ({what} of {_esc(config.service.name)}) queued "
+        f"in {_esc(store.url)}"
+    )
+    if no_process:
+        if no_wait:
+            out.print(f"run `hairline status {experiment_id}` to follow it")
+            return experiment_id
+        _wait_terminal(store, experiment_id, out)
+        return experiment_id
+    display = _Display(out, config)
+    options = ProcessorOptions(
+        owner=new_owner("run"), lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=display
+    )
+    with display.progress, _sigterm_as_interrupt():
+        try:
+            while True:
+                outcome = process_experiment(store, experiment_id, options)
+                if outcome == "waiting" or outcome == "none":
+                    if outcome == "none" and _phase(store, experiment_id) in TERMINAL_PHASES:
+                        break
+                    time.sleep(2.0)
+                    continue
+                break
+        except KeyboardInterrupt:
+            out.print("[red]interrupted[/]: arms stopped, hosts released, experiment failed")
+            raise SystemExit(EXIT_ERROR) from None
+    return experiment_id
+
+
+def _phase(store: Store, experiment_id: int) -> str:
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        return row.phase if row else "missing"
+
+
+def _wait_terminal(store: Store, experiment_id: int, out: Console) -> None:
+    last = ""
+    while True:
+        with store.transaction() as session:
+            row = session.get(Experiment, experiment_id)
+            assert row is not None
+            phase, progress = row.phase, row.progress
+        if progress != last:
+            out.print(f"[dim]{_esc(phase)}: {_esc(progress)}[/]")
+            last = progress
+        if phase in TERMINAL_PHASES:
+            return
+        time.sleep(1.0)
+
+
+def _emit_reports(
+    store: Store,
+    experiment_id: int,
+    out: Console,
+    *,
+    json_path: Path | None,
+    markdown_path: Path | None,
+    html_path: Path | None,
+) -> ExperimentReport:
+    report = load_report(store, experiment_id)
+    artifacts = _artifacts_dir(store, experiment_id)
+    html_file = artifacts / "report.html"
+    report = _with_html(report, html_file)
+    html_file.parent.mkdir(parents=True, exist_ok=True)
+    html_file.write_text(render_html(report))
+    if html_path is not None:
+        html_path.write_text(html_file.read_text())
+        report = _with_html(report, html_path.resolve())
+    print_experiment(report, out)
+    markdown = render_markdown(report)
+    if markdown_path is not None:
+        if str(markdown_path) == "-":
+            click.echo(markdown)
+        else:
+            markdown_path.write_text(markdown)
+            out.print(f"wrote {markdown_path}")
+    summary = append_step_summary(markdown)
+    if summary is not None:
+        out.print(f"appended the report to {summary}")
+    if json_path is not None:
+        if str(json_path) == "-":
+            click.echo(json.dumps(experiment_json(report), indent=2, default=str))
+        else:
+            write_json(json_path, experiment_json(report))
+            out.print(f"wrote {json_path}")
+    out.print(f"HTML report: {report.html_path}")
+    return report
+
+
+def _with_html(report: ExperimentReport, path: Path) -> ExperimentReport:
+    import dataclasses
+
+    return dataclasses.replace(report, html_path=path)
+
+
+def _artifacts_dir(store: Store, experiment_id: int) -> Path:
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        assert row is not None
+        return Path(row.artifacts_dir)
+
+
+def _exit_code(report: ExperimentReport) -> int:
+    if report.phase != "done":
+        return EXIT_ERROR
+    if report.kind == "aa":
+        return EXIT_OK
+    if report.analysis is not None and report.analysis.regressions:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+def _lab_command(kind: str) -> Callable[..., None]:
+    def command(
+        file: Path,
+        db_url: str | None,
+        home: Path,
+        check: bool,
+        no_process: bool,
+        no_wait: bool,
+        lease_s: float,
+        cpus_per_host: int | None,
+        json_path: Path | None,
+        markdown_path: Path | None,
+        html_path: Path | None,
+    ) -> None:
+        out = console()
+        config = load_experiment(file)
+        if check:
+            out.print(
+                f"{_esc(str(file))}: ok ({config.service.name}, arms "
+                f"{', '.join(config.arms)}, {config.design.trials} trials, {config.design.name})"
+            )
+            sys.exit(EXIT_OK)
+        store = open_store(db_url, home=home)
+        try:
+            experiment_id = _execute(
+                config, kind=kind, store=store, no_process=no_process, no_wait=no_wait,
+                lease_s=lease_s, cpus_per_host=cpus_per_host, out=out,
+            )  # fmt: skip
+            if no_process and no_wait:
+                sys.exit(EXIT_OK)
+            report = _emit_reports(
+                store, experiment_id, out,
+                json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+            )  # fmt: skip
+        finally:
+            store.close()
+        sys.exit(_exit_code(report))
+
+    return command
+
+
+_RUN_HELP = """Run an A/B experiment file: build, allocate hosts, run the trials, analyse.
+
+Exit status: 0 no regression, 1 a regression, 2 an error (or the experiment failed).
+"""
+_AA_HELP = """Run an A/A experiment (the baseline on every arm) and keep it as history.
+
+The service's A/A runs are what adaptive model selection and the CI test learn from.
+Exit status: 0 done, 2 an error (or the experiment failed).
+"""
+
+for _name, _kind, _help in (("run", "ab", _RUN_HELP), ("aa", "aa", _AA_HELP)):
+    _fn = _lab_command(_kind)
+    _fn.__doc__ = _help
+    _fn = _report_options(_run_options(_store_options(_fn)))
+    _fn = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))(_fn)
+    main.command(name=_name, help=_help)(_fn)
+
+
+@main.command()
+@click.argument("experiment_id", type=int, required=False)
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def status(experiment_id: int | None, db_url: str | None, home: Path, as_json: bool) -> None:
+    """List experiments, or show one."""
+    out = console()
+    store = open_store(db_url, home=home)
+    try:
+        if experiment_id is not None:
+            report = load_report(store, experiment_id)
+            if as_json:
+                click.echo(json.dumps(experiment_json(report), indent=2, default=str))
+            else:
+                print_experiment(report, out)
+            return
+        rows = _experiment_rows(store)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="experiments")
+    for col in ("id", "service", "kind", "team", "phase", "trials", "regressions", "progress"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            str(r["id"]), r["service"], r["kind"], r["team"], r["phase"],
+            f"{r['trials_done']}/{r['trials']}", str(r["regressions"]),
+            _esc(str(r["failure"] or r["progress"]))[:80],
+        )  # fmt: skip
+    out.print(table)
+
+
+def _experiment_rows(store: Store) -> list[dict[str, Any]]:
+    with store.transaction() as session:
+        done = _pairs(
+            session.execute(
+                select(Trial.experiment_id, func.count())
+                .where(Trial.state == "done")
+                .group_by(Trial.experiment_id)
+            )
+        )
+        total = _pairs(
+            session.execute(select(Trial.experiment_id, func.count()).group_by(Trial.experiment_id))
+        )
+        regressions = _pairs(
+            session.execute(
+                select(VerdictRow.experiment_id, func.count())
+                .where(VerdictRow.label == "regression")
+                .group_by(VerdictRow.experiment_id)
+            )
+        )
+        rows = session.execute(
+            select(Experiment, Service.name)
+            .join(Service, Service.id == Experiment.service_id)
+            .order_by(Experiment.id.desc())
+            .limit(50)
+        ).all()
+        return [
+            {
+                "id": e.id,
+                "service": name,
+                "kind": e.kind,
+                "team": e.team,
+                "phase": e.phase,
+                "failure": e.failure,
+                "progress": e.progress,
+                "trials_done": done.get(e.id, 0),
+                "trials": total.get(e.id, 0),
+                "regressions": regressions.get(e.id, 0),
+                "created_at": e.created_at,
+                "lease_owner": e.lease_owner,
+            }
+            for e, name in rows
+        ]
+
+
+@main.command()
+@click.argument("experiment_id", type=int)
+@_store_options
+@_report_options
+def report(
+    experiment_id: int,
+    db_url: str | None,
+    home: Path,
+    json_path: Path | None,
+    markdown_path: Path | None,
+    html_path: Path | None,
+) -> None:
+    """Report on one experiment (terminal, and --json/--markdown/--html).
+
+    Exit status as for `hairline run`: 0 no regression, 1 a regression, 2 failed/unfinished.
+    """
+    out = console()
+    store = open_store(db_url, home=home)
+    try:
+        result = _emit_reports(
+            store, experiment_id, out,
+            json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+        )  # fmt: skip
+    finally:
+        store.close()
+    sys.exit(_exit_code(result))
+
+
+@main.group()
+def lab() -> None:
+    """Run the lab: standalone processors, quotas, the host inventory."""
+
+
+class _Shutdown(BaseException):
+    """A processor asked to stop: leave the experiment to be taken over, do not fail it."""
+
+
+@lab.command()
+@_store_options
+@click.option("--once", is_flag=True, help="Process what is queued now, then exit.")
+@click.option("--poll-s", type=click.FloatRange(0.1), default=2.0, show_default=True)
+@click.option("--lease-s", type=click.FloatRange(1), default=30.0, show_default=True)
+@click.option("--cpus-per-host", type=click.IntRange(1))
+def process(
+    db_url: str | None,
+    home: Path,
+    once: bool,
+    poll_s: float,
+    lease_s: float,
+    cpus_per_host: int | None,
+) -> None:
+    """A standalone processor: claim queued experiments and run them, one at a time.
+
+    SIGTERM or Ctrl-C stops it after stopping its arms; the experiment it held is taken up
+    by another processor when the lease runs out (or at once by `hairline run`'s own).
+    """
+    out = console()
+    store = open_store(db_url, home=home)
+    owner = new_owner("lab")
+    out.print(f"processor {owner} on {_esc(store.url)}")
+
+    def on_event(event: Event) -> None:
+        if event.kind != "batch":
+            out.print(f"[dim]#{event.experiment_id}[/] {event.kind}: {_esc(event.message)}")
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        raise _Shutdown
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    options = ProcessorOptions(
+        owner=owner, lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=on_event
+    )
+    try:
+        while True:
+            experiment_id, outcome = process_next(store, options)
+            if experiment_id is not None:
+                out.print(f"#{experiment_id}: {outcome}")
+                if outcome != "waiting":
+                    continue
+            if once:
+                break
+            time.sleep(poll_s)
+    except _Shutdown:
+        out.print("stopping: arms stopped; held experiments will be taken over")
+    finally:
+        store.close()
+
+
+@lab.command()
+@click.argument("team")
+@click.argument("max_hosts", type=click.IntRange(0))
+@_store_options
+def quota(team: str, max_hosts: int, db_url: str | None, home: Path) -> None:
+    """Set the most hosts TEAM may hold at once."""
+    store = open_store(db_url, home=home)
+    try:
+        set_quota(store, team, max_hosts)
+    finally:
+        store.close()
+    console().print(f"team {_esc(team)}: at most {max_hosts} hosts at once")
+
+
+@lab.command()
+@_store_options
+@click.option("--cpus-per-host", type=click.IntRange(1))
+@click.option("--json", "as_json", is_flag=True)
+def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bool) -> None:
+    """The host inventory (this machine's CPU sets), their facts and allocations."""
+    store = open_store(db_url, home=home)
+    try:
+        layout = ensure_local_hosts(store, cpus_per_host=cpus_per_host)
+        with store.transaction() as session:
+            rows = [
+                {
+                    "name": h.name,
+                    "cpus": h.cpus,
+                    "enabled": h.enabled,
+                    "experiment": h.experiment_id,
+                    "team": h.team,
+                    "facts": json.loads(h.facts),
+                }
+                for h in session.scalars(select(Host).order_by(Host.id))
+            ]
+            quotas = {q.team: q.max_hosts for q in session.scalars(select(Quota))}
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps({"hosts": rows, "engine_cpus": layout.engine_cpus,
+                               "quotas": quotas}, indent=2))  # fmt: skip
+        return
+    table = Table(title=f"hosts (engine on CPUs {list(layout.engine_cpus) or 'shared'})")
+    for col in ("name", "cpus", "enabled", "allocated to", "cpu model", "kernel", "turbo"):
+        table.add_column(col)
+    for r in rows:
+        f = r["facts"]
+        table.add_row(
+            r["name"], r["cpus"], str(r["enabled"]),
+            f"#{r['experiment']} ({r['team']})" if r["experiment"] else "",
+            f.get("cpu_model", ""), f.get("kernel", ""), f.get("turbo", ""),
+        )  # fmt: skip
+    out = console()
+    out.print(table)
+    if quotas:
+        out.print("quotas: " + ", ".join(f"{t} {n}" for t, n in quotas.items()))
 
 
 @main.command()
@@ -20,63 +555,58 @@ from hairline.report.terminal import analysis_json, print_analysis
 @click.option("--trials", type=click.IntRange(1), default=7, show_default=True)
 @click.option("--duration-s", type=click.FloatRange(1), default=6.0, show_default=True)
 @click.option("--rate", "rate_per_s", type=click.FloatRange(1), default=400.0, show_default=True)
-@click.option(
-    "--dir",
-    "root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".hairline"),
-    show_default=True,
-)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@_store_options
+@_report_options
 def demo(
     regress_cpu: float,
     trials: int,
     duration_s: float,
     rate_per_s: float,
-    root: Path,
+    db_url: str | None,
+    home: Path,
     json_path: Path | None,
+    markdown_path: Path | None,
+    html_path: Path | None,
 ) -> None:
     """A/B of the bundled sample service with a CPU regression injected into B.
 
-    Exits 0 when the injected regression is caught, 1 when it is missed.
+    Runs examples/sample-service/experiment.toml through the lab (queue, hosts, trials,
+    analysis, reports). Exits 0 when the injected regression is caught, 1 when missed.
     """
     out = console()
+    config = demo_config(
+        regress_cpu=regress_cpu, trials=trials, duration_s=duration_s, rate_per_s=rate_per_s
+    )
     out.print(
         f"[bold]hairline demo[/]: sample service A against B with {regress_cpu:.0%} more CPU "
         f"per request; {trials} trials x 2 batches (fully balanced), {duration_s:g} s at "
         f"{rate_per_s:g} requests/s each, arms on their own CPUs, replayed in lockstep."
     )
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=out, transient=False,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("batches", total=trials * 2)
-        last: list[tuple[int, int]] = []
-
-        def progress(batch: Batch, what: str) -> None:
-            key = (batch.trial, batch.batch)
-            if last and last[-1] != key:
-                bar.advance(task)
-            if not last or last[-1] != key:
-                last.append(key)
-            bar.update(task, description=f"trial {batch.trial + 1} batch {batch.batch + 1}: {what}")
-
-        result = run_demo(
-            root,
-            regress_cpu=regress_cpu,
-            progress=progress,
-            trials=trials,
-            duration_s=duration_s,
-            rate_per_s=rate_per_s,
-        )
-        bar.update(task, completed=trials * 2, description="done")
-    print_analysis(result.analysis, out)
-    out.print(f"observations: {result.observations}")
-    if json_path is not None:
-        write_json(json_path, analysis_json(result.analysis))
-        out.print(f"wrote {json_path}")
-    if result.caught:
+    store = open_store(db_url, home=home)
+    try:
+        experiment_id = _execute(
+            config, kind="ab", store=store, no_process=False, no_wait=False, lease_s=30.0,
+            cpus_per_host=None, out=out,
+        )  # fmt: skip
+        report = _emit_reports(
+            store, experiment_id, out,
+            json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+        )  # fmt: skip
+    finally:
+        store.close()
+    if report.phase != "done":
+        sys.exit(EXIT_ERROR)
+    caught = report.analysis is not None and any(
+        r.metric == "cpu_ns_per_request" and r.verdict.label == "regression"
+        for r in report.analysis.results
+    )
+    if caught:
         out.print(f"[bold green]caught[/]: the {regress_cpu:.0%} CPU regression in B was flagged.")
         sys.exit(EXIT_OK)
     out.print(f"[bold red]missed[/]: the {regress_cpu:.0%} CPU regression was not flagged.")
     sys.exit(EXIT_REGRESSION)
+
+
+def _pairs(result: Any) -> dict[Any, Any]:
+    """A two-column query result as a dict."""
+    return {key: value for key, value in result}

@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from sqlalchemy import delete, select, update
@@ -328,10 +329,8 @@ def _plan(ctx: _Context, allocation: Allocation) -> RunPlan:
     config = ctx.config
     service = config.service
     with ctx.store.transaction() as session:
-        artifacts = dict(
-            session.execute(
-                select(Arm.name, Arm.artifact).where(Arm.experiment_id == ctx.id)
-            ).tuples()
+        artifacts = _pairs(
+            session.execute(select(Arm.name, Arm.artifact).where(Arm.experiment_id == ctx.id))
         )
     engine_binary = str(engine.find_engine())
     workdir = ctx.row.artifacts_dir / "runs"
@@ -484,12 +483,12 @@ def experiment_observations(store: Store, experiment_id: int) -> pa.Table | None
     return pa.concat_tables(tables, promote_options="permissive")
 
 
-def aa_history(store: Store, service: str, *, exclude: int | None = None) -> Observations | None:
-    """Every finished A/A experiment of ``service``, as one history with an experiment column."""
+def aa_experiments(store: Store, service: str) -> list[int]:
+    """The finished A/A experiments of ``service``: its history."""
     from hairline.store.models import Service
 
     with store.transaction() as session:
-        ids = list(
+        return list(
             session.scalars(
                 select(Experiment.id)
                 .join(Service, Service.id == Experiment.service_id)
@@ -497,6 +496,15 @@ def aa_history(store: Store, service: str, *, exclude: int | None = None) -> Obs
                 .order_by(Experiment.id)
             )
         )
+
+
+def aa_history(
+    store: Store, service: str, *, exclude: int | None = None, ids: list[int] | None = None
+) -> Observations | None:
+    """A/A experiments of ``service`` (``ids``, default all finished ones) as one history
+    with an experiment column."""
+    if ids is None:
+        ids = aa_experiments(store, service)
     tables = []
     for eid in ids:
         if eid == exclude:
@@ -520,12 +528,20 @@ def analysis_options(config: ExperimentConfig) -> AnalysisOptions:
     )
 
 
-def analyze_experiment(store: Store, experiment_id: int, config: ExperimentConfig) -> Analysis:
+def analyze_experiment(
+    store: Store,
+    experiment_id: int,
+    config: ExperimentConfig,
+    *,
+    history_ids: list[int] | None = None,
+) -> Analysis:
+    """Analyse an experiment's finished trials against its service's A/A history
+    (``history_ids``, default: every finished A/A experiment of the service)."""
     table = experiment_observations(store, experiment_id)
     if table is None:
         raise HairlineError(f"experiment {experiment_id} has no finished trials to analyse")
     observations = observations_from_table(table, source=f"experiment {experiment_id}")
-    history = aa_history(store, config.service.name, exclude=experiment_id)
+    history = aa_history(store, config.service.name, exclude=experiment_id, ids=history_ids)
     return analyze(
         observations, analysis_options(config), history=history, baseline=config.baseline_arm
     )
@@ -535,7 +551,12 @@ def _analyze(ctx: _Context) -> None:
     table = experiment_observations(ctx.store, ctx.id)
     if table is not None:
         write_observations(ctx.row.artifacts_dir / "observations.parquet", table)
-    result = analyze_experiment(ctx.store, ctx.id, ctx.config)
+    # The history used is recorded, so that a later report analyses the same way.
+    history_ids = [i for i in aa_experiments(ctx.store, ctx.config.service.name) if i != ctx.id]
+    (ctx.row.artifacts_dir / "analysis.json").write_text(
+        json.dumps({"history_experiments": history_ids})
+    )
+    result = analyze_experiment(ctx.store, ctx.id, ctx.config, history_ids=history_ids)
     with ctx.store.transaction() as session:
         transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
         session.execute(delete(VerdictRow).where(VerdictRow.experiment_id == ctx.id))
@@ -568,3 +589,8 @@ def _num(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return float(value)
+
+
+def _pairs(result: Any) -> dict[Any, Any]:
+    """A two-column query result as a dict."""
+    return {key: value for key, value in result}

@@ -99,6 +99,9 @@ def enqueue(
                 source = f"path {arm.path}"
             else:
                 source = "the service's start command"
+            extra = " ".join([*arm.args, *(f"{k}={v}" for k, v in arm.env.items())])
+            if extra:
+                source += f" with {extra}"
             if kind == "aa" and position > 0:
                 source = f"same as {baseline}"
             session.add(

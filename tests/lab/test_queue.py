@@ -1,0 +1,108 @@
+"""The durable queue: one owner per experiment at a time, leases that lapse, takeover."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from hairline.config import ExperimentConfig, load_experiment
+from hairline.lab.queue import LeaseLost, claim, enqueue, release, renew, transition
+from hairline.store.db import Store, open_store
+from hairline.store.models import Arm, Experiment, Trial
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> ExperimentConfig:
+    for name in ("service.toml", "experiment.toml", "trace.jsonl"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    return load_experiment(tmp_path / "experiment.toml")
+
+
+@pytest.fixture
+def store(db_url: str, tmp_path: Path) -> Store:
+    s = open_store(db_url, home=tmp_path / "home")
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def test_enqueue_makes_a_queued_experiment_with_its_arms_and_trials(
+    store: Store, config: ExperimentConfig
+) -> None:
+    experiment_id = enqueue(store, config, clock=FakeClock())
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        assert row is not None and row.phase == "queued"
+        arms = session.scalars(select(Arm.name).order_by(Arm.position)).all()
+        trials = session.scalars(select(Trial.state).where(Trial.experiment_id == row.id)).all()
+    assert arms == ["A", "B"]
+    assert trials == ["pending"] * config.design.trials
+    assert Path(row.artifacts_dir).is_dir()
+
+
+def test_only_one_processor_holds_an_experiment(store: Store, config: ExperimentConfig) -> None:
+    clock = FakeClock()
+    experiment_id = enqueue(store, config, clock=clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == experiment_id
+    assert claim(store, "p2", lease_s=30, clock=clock) is None
+    assert claim(store, "p2", lease_s=30, clock=clock, experiment_id=experiment_id) is None
+
+
+def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    experiment_id = enqueue(store, config, clock=clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == experiment_id
+    clock.now += 10
+    assert renew(store, "p1", experiment_id, lease_s=30, clock=clock)  # still p1's
+    clock.now += 31
+    assert claim(store, "p2", lease_s=30, clock=clock) == experiment_id
+    assert not renew(store, "p1", experiment_id, lease_s=30, clock=clock)
+    with pytest.raises(LeaseLost, match="lease lost"), store.transaction() as session:
+        transition(session, "p1", experiment_id, clock=clock, phase="failed")
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        assert row is not None and row.phase == "queued" and row.lease_owner == "p2"
+        assert row.claims == 2
+
+
+def test_released_experiments_can_be_claimed_at_once(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    experiment_id = enqueue(store, config, clock=clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == experiment_id
+    release(store, "p1", experiment_id)
+    assert claim(store, "p2", lease_s=30, clock=clock) == experiment_id
+
+
+def test_finished_experiments_are_never_claimed(store: Store, config: ExperimentConfig) -> None:
+    clock = FakeClock()
+    experiment_id = enqueue(store, config, clock=clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == experiment_id
+    with store.transaction() as session:
+        transition(session, "p1", experiment_id, clock=clock, phase="done")
+    release(store, "p1", experiment_id)
+    assert claim(store, "p2", lease_s=30, clock=clock) is None
+
+
+def test_the_oldest_waiting_experiment_goes_first(store: Store, config: ExperimentConfig) -> None:
+    clock = FakeClock()
+    first = enqueue(store, config, clock=clock)
+    clock.now += 1
+    second = enqueue(store, config, clock=clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == first
+    assert claim(store, "p2", lease_s=30, clock=clock) == second
