@@ -21,7 +21,6 @@ from hairline.hosts.inventory import (
 from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Service
 
-
 _SERVICE_NUMBERS = itertools.count()
 
 
