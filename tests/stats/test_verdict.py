@@ -118,3 +118,24 @@ def test_verdicts_use_adjusted_p_values() -> None:
 def test_rules_for_unknown_metrics_are_named() -> None:
     with pytest.raises(ValueError, match="cpu_tyop"):
         verdicts({"cpu": comparison(0.0, (-0.1, 0.1), 0.5)}, {"cpu_tyop": MetricRule()})
+
+
+def test_two_equal_constant_arms_are_no_change_not_inconclusive() -> None:
+    # An error rate of 0 in both arms: no test can run, and there is nothing to explain.
+    import numpy as np
+
+    from hairline.stats import MetricSample, get_model
+
+    zeros = MetricSample(value=np.zeros(8), arm=np.repeat([0, 1], 4).astype(np.int8))
+    comparison = get_model("welch-none")(
+        zeros, alpha=0.05, rng=np.random.default_rng(0), history=None
+    )
+    verdict = decide(comparison, MetricRule(threshold=0.001, kind="absolute"))
+    assert verdict.label == "no change"
+    ones_and_zeros = MetricSample(
+        value=np.array([0.0] * 4 + [1.0] * 4), arm=np.repeat([0, 1], 4).astype(np.int8)
+    )
+    comparison = get_model("welch-none")(
+        ones_and_zeros, alpha=0.05, rng=np.random.default_rng(0), history=None
+    )
+    assert decide(comparison, MetricRule(threshold=0.001, kind="absolute")).label != "no change"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
 from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
+from hairline.report.context import ExperimentReport, headline
 
-__all__ = ["analysis_json", "print_analysis", "print_plan"]
+__all__ = ["analysis_json", "print_analysis", "print_experiment", "print_plan"]
 
 _STYLE = {
     "regression": "bold red",
@@ -143,3 +147,81 @@ def analysis_json(analysis: Analysis) -> dict[str, object]:
             for r in analysis.results
         ],
     }
+
+
+_HEADLINE_STYLE = {
+    "regression": "bold red",
+    "no regression": "bold green",
+    "inconclusive": "bold yellow",
+    "failed": "bold red",
+    "cancelled": "yellow",
+    "running": "bold blue",
+}
+# Phases in which trials are still to come, so a progress bar says something.
+_ACTIVE = ("queued", "building", "allocating", "running", "analyzing")
+
+
+def _when(report: ExperimentReport) -> str:
+    parts = [f"created {report.created_at:%Y-%m-%d %H:%M:%S}"]
+    if report.started_at is not None:
+        parts.append(f"started {report.started_at:%H:%M:%S}")
+    if report.finished_at is not None:
+        parts.append(f"finished {report.finished_at:%H:%M:%S}")
+        if report.started_at is not None:
+            took_s = (report.finished_at - report.started_at).total_seconds()
+            parts.append(f"took {took_s:.0f} s")
+    return ", ".join(parts)
+
+
+def _experiment_panel(report: ExperimentReport) -> Panel:
+    head = headline(report)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    kind = "A/A" if report.kind == "aa" else "A/B"
+    grid.add_row("experiment", Text(f"{report.experiment_id} ({kind}) of {report.service}"))
+    phase: RenderableType = Text(report.phase)
+    if report.phase in _ACTIVE:
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(
+            Text(report.phase),
+            ProgressBar(total=max(report.trials, 1), completed=report.trials_done, width=30),
+            Text(f"{report.trials_done}/{report.trials} trials"),
+        )
+        phase = bar
+    grid.add_row("phase", phase)
+    if report.failure:
+        grid.add_row("failure", Text(report.failure.strip(), style="red"))
+    grid.add_row("when", Text(_when(report)))
+    grid.add_row(
+        "design",
+        Text(
+            f"{report.design}, {report.trials_done} of {report.trials} trials, "
+            f"{report.rate_per_s:g} requests/s for {report.duration_s:g} s, model {report.model}"
+        ),
+    )
+    for arm in report.arms:
+        build = ""
+        if arm.build_key is not None:
+            cached = {True: ", cached", False: ", built", None: ""}[arm.build_cached]
+            build = f" (build {arm.build_key[:12]}{cached})"
+        grid.add_row(f"arm {arm.name}", Text(arm.source + build))
+    for host in report.hosts:
+        facts = ", ".join(f"{k} {v}" for k, v in host.facts.items())
+        cpus = ",".join(str(c) for c in host.cpus) or "none"
+        grid.add_row(f"host {host.host}", Text(f"CPUs {cpus}" + (f"; {facts}" if facts else "")))
+    if report.html_path is not None:
+        grid.add_row("HTML report", Text(str(report.html_path)))
+    return Panel(
+        Group(Text(head.text, style=_HEADLINE_STYLE[head.status]), Text(""), grid),
+        title=Text(f"hairline: {report.service} #{report.experiment_id}"),
+        title_align="left",
+        expand=False,
+    )
+
+
+def print_experiment(report: ExperimentReport, console: Console) -> None:
+    """A header panel (service, phase or failure, arms, hosts), then the verdict table."""
+    console.print(_experiment_panel(report))
+    if report.analysis is not None:
+        print_analysis(report.analysis, console)

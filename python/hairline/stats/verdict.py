@@ -156,6 +156,14 @@ def decide(
     def verdict(label: Label, reason: str) -> Verdict:
         return Verdict(metric, comparison, rule, p, label, reason)
 
+    if (
+        math.isnan(p)
+        and math.isfinite(comparison.mean_a)
+        and comparison.mean_a == comparison.mean_b
+    ):
+        # Both arms constant and equal (an error rate of 0 in each): no test can run, and
+        # none is needed; there is no difference to explain.
+        return verdict("no change", "both arms measured the same constant value")
     if any(math.isnan(x) for x in (p, worse, worse_lo, worse_hi)):
         return verdict("inconclusive", "the model could not compute an effect or p-value")
     significant = p < alpha

@@ -1,0 +1,200 @@
+"""An experiment as a compact Markdown comment, ready for a pull request or a CI summary.
+
+Layout: a headline (regression found / no regression / inconclusive / failed: reason), the
+table of metrics, which models were chosen and why, the setup folded in a ``<details>``
+block, and where the HTML report is. GitHub renders HTML inside Markdown, so every piece of
+text that comes from users (service names, failure reasons, sources, metric names) is
+escaped: a failure reason with ``<script>`` in it stays text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from hairline.errors import ConfigError
+from hairline.lab.analysis import MetricAnalysis
+from hairline.report.context import (
+    ExperimentReport,
+    effect_text,
+    headline,
+    number_text,
+    threshold_text,
+)
+
+__all__ = ["append_step_summary", "render_markdown"]
+
+# Backslash-escaping ASCII punctuation is always literal in CommonMark/GFM; these are the
+# characters that could start markup, a link, an HTML tag, an entity or break a table cell
+# anywhere in a line (user text never starts a line here, so # + - need no escape).
+_MARKUP = re.compile(r"([\\`*_\[\]<>|~&])")
+_MARKER = {
+    "regression": "**regression**",
+    "improvement": "improvement",
+    "no change": "no change",
+    "inconclusive": "*inconclusive*",
+}
+# A headline reason longer than this goes whole into a code block below it.
+_HEADLINE_CHARS = 200
+
+
+def _text(value: object) -> str:
+    """User text as literal Markdown on one line."""
+    return _MARKUP.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def _code(value: object) -> str:
+    """A code span that survives backticks inside and ``|`` in a table cell."""
+    text = " ".join(str(value).split()).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _block(text: str) -> str:
+    """A fenced code block longer than any backtick run inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text.rstrip()}\n{fence}"
+
+
+def _p(x: float) -> str:
+    return "n/a" if x != x else f"{x:.3g}"
+
+
+def _metrics_table(report: ExperimentReport) -> list[str]:
+    analysis = report.analysis
+    assert analysis is not None
+    many = len({r.candidate for r in analysis.results}) > 1
+    base = analysis.baseline
+    p_header = "p" if analysis.correction == "none" else f"p ({analysis.correction})"
+    candidate = "candidate" if many else analysis.results[0].candidate
+    header = ["metric", *(["arm"] if many else []), base, candidate]
+    header += ["effect", "CI", p_header, "threshold", "verdict"]
+    lines = [
+        "| " + " | ".join(_text(h) for h in header) + " |",
+        "|"
+        + "|".join("---:" if h not in ("metric", "arm", "verdict") else "---" for h in header)
+        + "|",
+    ]
+    for r in analysis.results:
+        c = r.comparison
+        effect, interval = effect_text(r)
+        cells = [
+            _code(r.metric),
+            *([_text(r.candidate)] if many else []),
+            number_text(c.mean_a),
+            number_text(c.mean_b),
+            effect,
+            interval,
+            _p(r.verdict.p_adjusted),
+            threshold_text(r),
+            _MARKER[r.verdict.label],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _model_notes(results: tuple[MetricAnalysis, ...]) -> list[str]:
+    """One line per (model, reason), naming the metrics it applies to."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        groups.setdefault((r.model, r.model_reason), []).append(r.metric)
+    every = len({r.metric for r in results})
+    lines = []
+    for (model, reason), metrics in groups.items():
+        unique = list(dict.fromkeys(metrics))
+        names = (
+            ("both metrics" if every == 2 else f"all {every} metrics")
+            if len(groups) == 1 and every > 1
+            else ", ".join(_code(m) for m in unique)
+        )
+        lines.append(f"- {_code(model)} for {names}: {_text(reason)}")
+    return lines
+
+
+def _notes(results: tuple[MetricAnalysis, ...]) -> list[str]:
+    """Warm-up cuts and model warnings, one line per distinct note naming its metrics."""
+    many = len({r.candidate for r in results}) > 1
+    groups: dict[str, list[str]] = {}
+    for r in results:
+        name = _code(r.metric) + (f" ({_text(r.candidate)})" if many else "")
+        if r.warmup_rows_cut:
+            groups.setdefault(f"warm-up cut: {r.warmup_rows_cut} rows", []).append(name)
+        for warning in r.comparison.warnings:
+            groups.setdefault(warning, []).append(name)
+    return [f"- {', '.join(names)}: {_text(note)}" for note, names in groups.items()]
+
+
+def _setup(report: ExperimentReport) -> list[str]:
+    kind = "A/A" if report.kind == "aa" else "A/B"
+    lines = [
+        f"- service: {_text(report.service)}, experiment {report.experiment_id} ({kind}), "
+        f"phase {_text(report.phase)}",
+        f"- design: {_text(report.design)}, {report.trials_done} of {report.trials} trials, "
+        f"{report.rate_per_s:g} requests/s for {report.duration_s:g} s per batch",
+        f"- model: {_text(report.model)}",
+    ]
+    if report.analysis is not None:
+        lines.append(
+            f"- alpha {report.analysis.alpha:g}, correction {_text(report.analysis.correction)}"
+        )
+    for arm in report.arms:
+        build = ""
+        if arm.build_key is not None:
+            cached = " (cached)" if arm.build_cached else ""
+            build = f", build {_code(arm.build_key[:12])}{cached}"
+        lines.append(f"- arm {_text(arm.name)}: {_text(arm.source)}{build}")
+    for host in report.hosts:
+        cpus = ",".join(str(c) for c in host.cpus) or "none"
+        facts = "; ".join(f"{_text(k)} {_text(v)}" for k, v in host.facts.items())
+        lines.append(f"- host {host.host}: CPUs {cpus}" + (f" ({facts})" if facts else ""))
+    if report.analysis is not None:
+        lines += _notes(report.analysis.results)
+    return lines
+
+
+def render_markdown(report: ExperimentReport) -> str:
+    """The experiment as a PR comment: headline, metrics table, model notes, setup."""
+    head = headline(report)
+    title = head.text
+    if len(title) > _HEADLINE_CHARS:
+        title = title[: _HEADLINE_CHARS - 1].rstrip() + "…"
+    kind = "A/A" if report.kind == "aa" else "A/B"
+    lines = [
+        f"### hairline: {_text(title)}",
+        "",
+        f"{_text(report.service)} · experiment {report.experiment_id} · {kind} · "
+        f"{report.trials_done} of {report.trials} trials · {_text(report.phase)}",
+    ]
+    failure = (report.failure or "").strip()
+    if head.status == "failed" and (len(failure.splitlines()) > 1 or title != head.text):
+        lines += ["", _block(failure)]
+    analysis = report.analysis
+    if analysis is not None and analysis.results:
+        lines += ["", *_metrics_table(report)]
+        lines += ["", "Models:", "", *_model_notes(analysis.results)]
+    lines += ["", "<details><summary>Setup</summary>", "", *_setup(report), "", "</details>"]
+    if report.html_path is not None:
+        lines += ["", f"HTML report: {_code(report.html_path)}"]
+    return "\n".join(lines) + "\n"
+
+
+def append_step_summary(markdown: str, env: Mapping[str, str] = os.environ) -> Path | None:
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set; the path or None."""
+    target = env.get("GITHUB_STEP_SUMMARY", "").strip()
+    if not target:
+        return None
+    path = Path(target)
+    try:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(markdown if markdown.endswith("\n") else markdown + "\n")
+    except OSError as err:
+        raise ConfigError(
+            f"GITHUB_STEP_SUMMARY={target}: cannot append the summary: {err.strerror or err}",
+            hint="point GITHUB_STEP_SUMMARY at a writable file, or unset it",
+        ) from None
+    return path

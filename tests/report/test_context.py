@@ -1,0 +1,218 @@
+"""The report model: headlines, per-trial values after the warm-up cut, the JSON contract."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from hairline.config import MetricPolicy, Threshold
+from hairline.lab.analysis import AnalysisOptions, analyze
+from hairline.report.context import (
+    JSON_SCHEMA,
+    ArmReport,
+    ExperimentReport,
+    HostReport,
+    experiment_json,
+    headline,
+    metric_trials,
+)
+from hairline.report.jsonout import to_jsonable
+from hairline.report.terminal import analysis_json
+from hairline.store.observations import Observations, read_observations, write_observations
+
+COLD_ROWS = 40  # requests served cold (three times slower) at the start of every trial
+
+
+def lab_observations(
+    path: Path, *, cpu_effect: float, seed: int, trials: int = 4, first_trial: int = 0
+) -> Observations:
+    """What the lab records: one CPU row per trial and arm, and per-request latency over t
+    with a cold start, both arms serving the same requests (lockstep)."""
+    rng = np.random.default_rng(seed)
+    columns: dict[str, list[object]] = {
+        k: [] for k in ("trial", "arm", "host", "request", "metric", "value", "t")
+    }
+
+    def add(trial: int, arm: str, metric: str, values: np.ndarray, t: np.ndarray) -> None:
+        n = len(values)
+        columns["trial"] += [trial] * n
+        columns["arm"] += [arm] * n
+        columns["host"] += [(trial + (arm == "B")) % 2] * n
+        columns["request"] += list(range(n)) if n > 1 else [None]
+        columns["metric"] += [metric] * n
+        columns["value"] += values.tolist()
+        columns["t"] += t.tolist()
+
+    for trial in range(first_trial, first_trial + trials):
+        requests = 100 * rng.lognormal(0, 0.3, size=200)
+        cold = np.where(np.arange(200) < COLD_ROWS, 3.0, 1.0)
+        for arm in ("A", "B"):
+            scale = 1 + cpu_effect if arm == "B" else 1.0
+            cpu = np.array([1000 * scale * (1 + rng.normal(0, 0.004))])
+            add(trial, arm, "cpu_ns_per_request", cpu, np.zeros(1))
+            latency = requests * cold * (1 + rng.normal(0, 0.02, size=200))
+            add(trial, arm, "latency_us", latency, np.arange(200) * 0.01)
+    return read_observations(write_observations(path, pa.table(columns)))
+
+
+OPTIONS = AnalysisOptions(default_policy=MetricPolicy(Threshold(0.01, relative=True)))
+
+
+def experiment(observations: Observations | None, **changes: object) -> ExperimentReport:
+    report = ExperimentReport(
+        experiment_id=7,
+        service="checkout",
+        kind="ab",
+        phase="done",
+        failure=None,
+        created_at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
+        started_at=datetime(2025, 3, 1, 12, 1, tzinfo=UTC),
+        finished_at=datetime(2025, 3, 1, 12, 9, tzinfo=UTC),
+        design="fully-balanced",
+        trials=4,
+        trials_done=4,
+        rate_per_s=400.0,
+        duration_s=2.0,
+        model="adaptive",
+        arms=(
+            ArmReport("A", "git 1a2b3c4 (main)", "k" * 64, True, Path("/lab/a.log")),
+            ArmReport("B", "path /src/checkout", "j" * 64, False, Path("/lab/b.log")),
+        ),
+        hosts=(
+            HostReport(0, (0, 1), {"cpu_model": "Xeon", "kernel": "6.1"}),
+            HostReport(1, (2, 3), {"cpu_model": "Xeon", "kernel": "6.1"}),
+        ),
+        analysis=None if observations is None else analyze(observations, OPTIONS),
+        observations=observations,
+    )
+    return dataclasses.replace(report, **changes)  # type: ignore[arg-type]
+
+
+def test_a_five_percent_cpu_regression_makes_the_headline(tmp_path: Path) -> None:
+    report = experiment(lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=1))
+    head = headline(report)
+    assert head.status == "regression"
+    assert head.text.startswith("regression found in cpu_ns_per_request +5.")
+
+
+def test_headlines_for_every_phase() -> None:
+    failed = experiment(None, phase="failed", failure="build of B failed\nerror[E0382]: moved")
+    assert headline(failed).status == "failed"
+    assert headline(failed).text == "failed: build of B failed"
+    running = experiment(None, phase="running", trials_done=1)
+    assert (headline(running).status, headline(running).text) == (
+        "running",
+        "running: 1 of 4 trials done",
+    )
+    cancelled = experiment(None, phase="cancelled", trials_done=2)
+    assert headline(cancelled).text == "cancelled after 2 of 4 trials"
+
+
+def test_an_aa_difference_is_called_a_false_alarm(tmp_path: Path) -> None:
+    observations = lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=1)
+    head = headline(experiment(observations, kind="aa"))
+    assert head.status == "regression"
+    assert head.text.startswith("A/A check: false alarm in cpu_ns_per_request")
+
+
+def test_per_trial_values_are_means_after_the_warm_up_cut(tmp_path: Path) -> None:
+    observations = lab_observations(
+        tmp_path / "o.parquet", cpu_effect=0.0, seed=2, trials=3, first_trial=10
+    )
+    report = experiment(observations)
+    assert report.analysis is not None
+    trials = {m.metric: m for m in metric_trials(observations, report.analysis)}
+
+    latency = trials["latency_us"]
+    assert latency.series
+    assert [v.trial for v in latency.by_arm["A"]] == [10, 11, 12]
+    latency_cut = next(r for r in report.analysis.results if r.metric == "latency_us")
+    assert latency.rows_cut == latency_cut.warmup_rows_cut > 0
+    for value in latency.by_arm["A"] + latency.by_arm["B"]:
+        # The cold start is cut (the EMA lags it by a few points), and the rest is kept.
+        assert COLD_ROWS <= value.rows_cut <= COLD_ROWS + 20
+        assert value.rows + value.rows_cut == 200
+        assert value.cut_t_s == pytest.approx(value.rows_cut * 0.01)
+
+    table = observations.table.to_pylist()
+    kept = [
+        row["value"]
+        for row in table
+        if row["metric"] == "latency_us" and row["arm"] == "B" and row["trial"] == 11
+    ][latency.by_arm["B"][1].rows_cut :]
+    assert latency.by_arm["B"][1].value == pytest.approx(np.mean(kept))
+
+    cpu = trials["cpu_ns_per_request"]
+    assert not cpu.series and cpu.rows_cut == 0
+    assert [v.rows for v in cpu.by_arm["B"]] == [1, 1, 1]
+
+
+def test_a_series_the_analysis_left_whole_is_left_whole(tmp_path: Path) -> None:
+    observations = lab_observations(tmp_path / "o.parquet", cpu_effect=0.0, seed=3)
+    uncut = analyze(observations, dataclasses.replace(OPTIONS, cut_warmup=False))
+    trials = {m.metric: m for m in metric_trials(observations, uncut)}
+    assert trials["latency_us"].rows_cut == 0
+    # Without an analysis yet, the series is cut as the default analysis would cut it.
+    assert {m.metric: m for m in metric_trials(observations)}["latency_us"].rows_cut > 0
+
+
+def test_the_json_contract_round_trips(tmp_path: Path) -> None:
+    observations = lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=4)
+    report = experiment(observations, html_path=tmp_path / "report.html")
+    payload = experiment_json(report)
+    assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+
+    assert payload["schema"] == JSON_SCHEMA
+    assert payload["experiment_id"] == 7 and payload["kind"] == "ab"
+    assert payload["created_at"] == "2025-03-01T12:00:00+00:00"
+    assert payload["html_path"] == str(tmp_path / "report.html")
+    assert payload["headline"]["status"] == "regression" and payload["regression"] is True
+    assert payload["arms"][0] == {
+        "name": "A",
+        "source": "git 1a2b3c4 (main)",
+        "build_key": "k" * 64,
+        "build_cached": True,
+        "build_log": "/lab/a.log",
+    }
+    assert payload["hosts"][1] == {
+        "host": 1,
+        "cpus": [2, 3],
+        "facts": {"cpu_model": "Xeon", "kernel": "6.1"},
+    }
+    assert report.analysis is not None
+    assert payload["analysis"] == to_jsonable(analysis_json(report.analysis))
+    cpu = payload["per_trial"]["cpu_ns_per_request"]
+    assert cpu["series"] is False
+    assert [v["trial"] for v in cpu["arms"]["B"]] == [0, 1, 2, 3]
+    assert all(1040 < v["value"] < 1060 for v in cpu["arms"]["B"])
+    latency = payload["per_trial"]["latency_us"]["arms"]["A"][0]
+    assert set(latency) == {"trial", "value", "rows", "rows_cut", "cut_t_s"}
+
+
+def test_undefined_statistics_become_null(tmp_path: Path) -> None:
+    constant = pa.table(
+        {
+            "trial": [0, 0, 1, 1],
+            "arm": ["A", "B", "A", "B"],
+            "metric": ["error_rate"] * 4,
+            "value": [0.0] * 4,
+        }
+    )
+    observations = read_observations(write_observations(tmp_path / "c.parquet", constant))
+    payload = experiment_json(experiment(observations))
+    [metric] = payload["analysis"]["metrics"]
+    assert metric["effect_rel"] is None and metric["verdict"] == "inconclusive"
+    assert json.dumps(payload, allow_nan=False)
+
+
+def test_a_failed_experiment_has_no_analysis_and_no_trials() -> None:
+    payload = experiment_json(experiment(None, phase="failed", failure="no CPUs free"))
+    assert payload["analysis"] is None and payload["per_trial"] == {}
+    assert payload["failure"] == "no CPUs free" and payload["regression"] is False
+    assert payload["headline"] == {"status": "failed", "text": "failed: no CPUs free"}

@@ -1,0 +1,203 @@
+"""The self-contained HTML report: content, the warm-up marker, escaping, no outside links."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from hairline.config import MetricPolicy, Threshold
+from hairline.lab.analysis import AnalysisOptions, analyze
+from hairline.report.context import ArmReport, ExperimentReport, HostReport, metric_trials
+from hairline.report.html import SERIES_BUCKETS, render_html
+from hairline.store.observations import Observations, read_observations, write_observations
+
+
+def lab_observations(
+    path: Path,
+    *,
+    cpu_effect: float,
+    seed: int,
+    trials: int = 3,
+    requests: int = 300,
+    arms: tuple[str, ...] = ("A", "B"),
+) -> Observations:
+    """Two batches per trial as the lab runs them: a CPU row per batch and arm, and
+    per-request latency over t that starts cold, the arms serving the same requests."""
+    rng = np.random.default_rng(seed)
+    parts: list[pa.Table] = []
+    for trial in range(trials):
+        for batch in range(2):
+            cost = 100 * rng.lognormal(0, 0.3, size=requests)
+            cold = 1 + 2 * np.exp(-np.arange(requests) / (requests / 20))
+            for host, arm in enumerate(arms):
+                scale = 1 + cpu_effect if arm != "A" else 1.0
+                latency = cost * cold * (1 + rng.normal(0, 0.02, size=requests))
+                cpu = 1000 * scale * (1 + rng.normal(0, 0.004))
+                n = requests + 1
+                parts.append(
+                    pa.table(
+                        {
+                            "trial": [trial] * n,
+                            "batch": [batch] * n,
+                            "arm": [arm] * n,
+                            "host": [(host + batch) % len(arms)] * n,
+                            "request": [None, *range(requests)],
+                            "metric": ["cpu_ns_per_request"] + ["latency_us"] * requests,
+                            "value": [cpu, *latency.tolist()],
+                            "t": [0.0, *(np.arange(requests) / 400).tolist()],
+                        }
+                    )
+                )
+    return read_observations(write_observations(path, pa.concat_tables(parts)))
+
+
+def experiment(observations: Observations | None, **changes: object) -> ExperimentReport:
+    options = AnalysisOptions(default_policy=MetricPolicy(Threshold(0.01, relative=True)))
+    base = ExperimentReport(
+        experiment_id=3,
+        service="checkout",
+        kind="ab",
+        phase="done",
+        failure=None,
+        created_at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
+        started_at=datetime(2025, 3, 1, 12, 1, tzinfo=UTC),
+        finished_at=datetime(2025, 3, 1, 12, 5, tzinfo=UTC),
+        design="fully-balanced",
+        trials=3,
+        trials_done=3,
+        rate_per_s=400.0,
+        duration_s=0.75,
+        model="adaptive",
+        arms=(
+            ArmReport("A", "git 1a2b3c4 (main)", "ab12" * 16, True, Path("/lab/3/a.log")),
+            ArmReport("B", "path /src/checkout", "cd34" * 16, False, Path("/lab/3/b.log")),
+        ),
+        hosts=(
+            HostReport(0, (0, 1), {"cpu_model": "Xeon E-2288G", "turbo": "off"}),
+            HostReport(1, (2, 3), {"cpu_model": "Xeon E-2288G", "turbo": "off"}),
+        ),
+        analysis=None if observations is None else analyze(observations, options),
+        observations=observations,
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def outside_references(page: str) -> list[str]:
+    """Anything a browser would fetch: src/href/xlink to a URL, CSS url() or @import."""
+    found = re.findall(r"""(?:src|href)\s*=\s*["']?\s*(?:[a-z][a-z0-9+.-]*:|//)[^"'\s>]*""", page)
+    found += re.findall(r"url\(|@import|<link\b|<script\b[^>]*\bsrc", page)
+    return found
+
+
+def test_a_regression_report_has_each_metrics_effect_trials_and_series(tmp_path: Path) -> None:
+    report = experiment(lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=1))
+    page = render_html(report)
+    assert page.startswith("<!doctype html>")
+    assert re.search(
+        r'<div class="status s-regression">'
+        r"regression found in cpu_ns_per_request \+\d\.\d\d%</div>",
+        page,
+    )
+    for metric in ("cpu_ns_per_request", "latency_us"):
+        assert f"<h2><code>{metric}</code>" in page
+    # The interval is drawn against the ±1% threshold band.
+    assert "within ±1%: smaller than what matters" in page
+    assert "worse →" in page
+    # Per-trial values: a chart and a table with every trial's value for each arm.
+    assert page.count("<h3>Per trial</h3>") == 2
+    assert report.observations is not None
+    cpu = {m.metric: m for m in metric_trials(report.observations, report.analysis)}
+    for value in cpu["cpu_ns_per_request"].by_arm["B"]:
+        assert f"<td>{value.value:,.0f}</td>" in page or f"<td>{value.value:.4g}</td>" in page
+    # Only the per-request metric is a time series.
+    assert page.count("<h3>Over time</h3>") == 1
+    assert outside_references(page) == []
+
+
+def test_the_warm_up_cut_is_marked_per_trial_and_arm(tmp_path: Path) -> None:
+    report = experiment(lab_observations(tmp_path / "o.parquet", cpu_effect=0.0, seed=2))
+    page = render_html(report)
+    assert report.observations is not None
+    latency = {m.metric: m for m in metric_trials(report.observations, report.analysis)}[
+        "latency_us"
+    ]
+    cuts = [(arm, v) for arm, vs in latency.by_arm.items() for v in vs if v.rows_cut]
+    assert len(cuts) == 6  # every trial of both arms started cold
+    for arm, v in cuts:
+        assert v.cut_t_s is not None
+        assert f"trial {v.trial}, {arm}: warm-up cut at {v.cut_t_s:.3g} s ({v.rows_cut} rows)" in (
+            page
+        )
+    assert "warm-up (cut)" in page
+    assert f"{latency.rows_cut} rows in all" in page
+
+
+def test_the_series_is_downsampled(tmp_path: Path) -> None:
+    report = experiment(
+        lab_observations(tmp_path / "o.parquet", cpu_effect=0.0, seed=3, requests=2000)
+    )
+    page = render_html(report)
+    medians = re.findall(r'<polyline points="([^"]*)" fill="none" stroke="#[0-9a-f]+" '
+                         r'stroke-width="1.5">', page)  # fmt: skip
+    assert len(medians) == 2  # one per arm
+    assert all(len(points.split()) <= SERIES_BUCKETS for points in medians)
+
+
+def test_a_seven_trial_report_stays_small(tmp_path: Path) -> None:
+    # The size of `hairline demo`: 7 trials x 2 batches, 6 s at 400 requests/s per arm.
+    observations = lab_observations(
+        tmp_path / "o.parquet", cpu_effect=0.05, seed=4, trials=7, requests=2400
+    )
+    page = render_html(experiment(observations, trials=7, trials_done=7))
+    assert len(page.encode()) < 1_000_000
+
+
+def test_every_user_text_is_escaped(tmp_path: Path) -> None:
+    hostile = "<script>alert('x')</script>"
+    report = experiment(
+        lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=5),
+        service=f"shop {hostile}",
+        arms=(ArmReport("A", f"path /src/{hostile}", None, None, None),),
+        hosts=(HostReport(0, (0,), {"cpu_model": hostile}),),
+        failure=hostile,
+    )
+    page = render_html(report)
+    assert "<script" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert outside_references(page) == []
+
+
+def test_a_failed_experiment_without_data(tmp_path: Path) -> None:
+    failure = "allocating: no host has 2 free CPUs\n  (2 experiments hold them)"
+    page = render_html(experiment(None, phase="failed", failure=failure, trials_done=0))
+    assert '<div class="status s-failed">failed: allocating: no host has 2 free CPUs</div>' in page
+    assert "<pre>allocating: no host has 2 free CPUs\n  (2 experiments hold them)</pre>" in page
+    assert "Nothing was measured." in page
+    assert "<h2>Setup</h2>" in page and "Xeon E-2288G" in page
+
+
+def test_a_failed_experiment_shows_what_was_measured(tmp_path: Path) -> None:
+    observations = lab_observations(tmp_path / "o.parquet", cpu_effect=0.0, seed=6)
+    page = render_html(
+        experiment(observations, phase="failed", failure="arm B crashed", analysis=None)
+    )
+    assert "s-failed" in page
+    assert "<h3>Per trial</h3>" in page and "<h3>Over time</h3>" in page
+    assert '<span class="v-' not in page  # no verdicts without an analysis
+
+
+def test_an_aa_experiment_and_a_third_arm(tmp_path: Path) -> None:
+    aa = experiment(lab_observations(tmp_path / "aa.parquet", cpu_effect=0.0, seed=7), kind="aa")
+    assert "A/A check: " in render_html(aa)
+
+    three = lab_observations(
+        tmp_path / "abc.parquet", cpu_effect=0.05, seed=8, arms=("A", "B", "C")
+    )
+    page = render_html(experiment(three))
+    assert "<th>B vs A</th><th>C vs A</th>" in page
+    assert page.count('<td class="l">C</td>') == 2  # one summary row per metric

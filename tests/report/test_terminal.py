@@ -1,0 +1,91 @@
+"""``print_experiment``: the header panel, progress while running, then the verdict table."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from rich.console import Console
+
+from hairline.lab.analysis import AnalysisOptions, analyze
+from hairline.report.context import ArmReport, ExperimentReport, HostReport
+from hairline.report.terminal import print_experiment
+from hairline.store.observations import read_observations, write_observations
+
+
+def report(tmp_path: Path, **changes: object) -> ExperimentReport:
+    """Five trials of CPU per request in which B costs 4% more, analysed."""
+    rng = np.random.default_rng(11)
+    trials = [t for t in range(5) for _ in ("A", "B")]
+    arms = ["A", "B"] * 5
+    cpu = [1000 * (1.04 if arm == "B" else 1.0) * (1 + rng.normal(0, 0.004)) for arm in arms]
+    table = pa.table(
+        {"trial": trials, "arm": arms, "metric": ["cpu_ns_per_request"] * 10, "value": cpu}
+    )
+    observations = read_observations(write_observations(tmp_path / "o.parquet", table))
+    base = ExperimentReport(
+        experiment_id=9,
+        service="checkout",
+        kind="ab",
+        phase="done",
+        failure=None,
+        created_at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
+        started_at=datetime(2025, 3, 1, 12, 1, tzinfo=UTC),
+        finished_at=datetime(2025, 3, 1, 12, 5, 30, tzinfo=UTC),
+        design="fully-balanced",
+        trials=5,
+        trials_done=5,
+        rate_per_s=400.0,
+        duration_s=6.0,
+        model="adaptive",
+        arms=(
+            ArmReport("A", "git 1a2b3c4 (main)", "0123456789abcdef", True, None),
+            ArmReport("B", "path /src/checkout", "fedcba9876543210", False, None),
+        ),
+        hosts=(HostReport(0, (0, 1), {"cpu_model": "Xeon", "turbo": "off"}),),
+        analysis=analyze(observations, AnalysisOptions()),
+        observations=observations,
+        html_path=Path("/lab/9/report.html"),
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def shown(experiment: ExperimentReport) -> str:
+    console = Console(record=True, width=140, color_system=None)
+    print_experiment(experiment, console)
+    # Column widths follow the longest label; compare text with runs of spaces squeezed.
+    return re.sub(r" +", " ", console.export_text())
+
+
+def test_a_finished_experiment_shows_its_setup_and_verdicts(tmp_path: Path) -> None:
+    text = shown(report(tmp_path))
+    assert "hairline: checkout #9" in text
+    assert "regression found in cpu_ns_per_request +" in text
+    assert "9 (A/B) of checkout" in text
+    assert "took 270 s" in text
+    assert "arm A git 1a2b3c4 (main) (build 0123456789ab, cached)" in text
+    assert "arm B path /src/checkout (build fedcba987654, built)" in text
+    assert "host 0 CPUs 0,1; cpu_model Xeon, turbo off" in text
+    assert "HTML report /lab/9/report.html" in text
+    # The verdict table of print_analysis follows the panel.
+    assert text.index("hairline: checkout #9") < text.index("each arm against A")
+    assert re.search(r"│ cpu_ns_per_request │ B │ \+3\.\d\d% │ .* │ regression │", text)
+
+
+def test_a_running_experiment_shows_its_progress(tmp_path: Path) -> None:
+    text = shown(report(tmp_path, phase="running", trials_done=2, analysis=None, finished_at=None))
+    assert "running: 2 of 5 trials done" in text
+    assert "2/5 trials" in text
+    assert "━" in text  # the progress bar
+    assert "each arm against" not in text  # no verdicts yet
+
+
+def test_a_failure_is_shown_verbatim(tmp_path: Path) -> None:
+    failure = "build of B failed: [bold]not markup[/bold] <stderr>\nsecond line"
+    text = shown(report(tmp_path, phase="failed", failure=failure, analysis=None))
+    assert "failed: build of B failed: [bold]not markup[/bold] <stderr>" in text
+    assert "second line" in text
