@@ -207,7 +207,7 @@ def test_undefined_statistics_become_null(tmp_path: Path) -> None:
     observations = read_observations(write_observations(tmp_path / "c.parquet", constant))
     payload = experiment_json(experiment(observations))
     [metric] = payload["analysis"]["metrics"]
-    assert metric["effect_rel"] is None and metric["verdict"] == "inconclusive"
+    assert metric["effect_rel"] is None and metric["verdict"] == "no change"
     assert json.dumps(payload, allow_nan=False)
 
 
