@@ -1,0 +1,274 @@
+"""The lab end to end on loopback: `hairline run` / `aa` / `lab process` on the sample service.
+
+Each test writes a small experiment file, runs the real command, and then checks what a
+user would: the verdict and exit status, the database, and that nothing is left behind (no
+arm process alive, no host still allocated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from hairline.procs import group_alive
+from hairline.store.db import open_store
+from hairline.store.models import Experiment, Host, Run, Trial
+from hairline.store.observations import read_observations
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
+HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
+
+SERVICE = """\
+[service]
+name = "sample-{tag}"
+start = "{{engine}} sample-service --port {{port}} --warmup-s 0.3 {extra}"
+health = "{health}"
+health_timeout_s = {health_timeout_s}
+warm = "/warm"
+metrics_path = "/metrics"
+counters = ["sample_downstream_reads_total"]
+
+[service.metrics]
+cpu_ns_per_request = {{ threshold = "2%" }}
+anon_memory_bytes = {{ threshold = "5%" }}
+"""
+
+EXPERIMENT = """\
+service = "service.toml"
+trace = "{trace}"
+
+[arms.A]
+[arms.B]
+args = {b_args}
+
+[load]
+rate_per_s = {rate_per_s}
+duration_s = {duration_s}
+warmup_duration_s = 0.5
+
+[design]
+trials = {trials}
+
+[analysis]
+model = "{model}"
+"""
+
+
+def write_experiment(
+    folder: Path,
+    *,
+    tag: str,
+    b_args: str = "[]",
+    trials: int = 4,
+    duration_s: float = 1.5,
+    rate_per_s: float = 300,
+    model: str = "adaptive",
+    health: str = "/healthz",
+    health_timeout_s: float = 10,
+    extra: str = "",
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "service.toml").write_text(
+        SERVICE.format(tag=tag, health=health, health_timeout_s=health_timeout_s, extra=extra)
+    )
+    path = folder / "experiment.toml"
+    path.write_text(
+        EXPERIMENT.format(
+            trace=EXAMPLE / "trace.jsonl",
+            b_args=b_args,
+            trials=trials,
+            duration_s=duration_s,
+            rate_per_s=rate_per_s,
+            model=model,
+        )
+    )
+    return path
+
+
+def hairline(
+    *args: str, home: Path, engine: Path, timeout_s: float = 300
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HAIRLINE_ENGINE": str(engine)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    return subprocess.run(
+        [*HAIRLINE, *args, "--home", str(home)],
+        capture_output=True, text=True, timeout=timeout_s, env=env,
+    )  # fmt: skip
+
+
+def assert_nothing_left(home: Path) -> None:
+    """No arm of any experiment alive, no host allocated."""
+    store = open_store(home=home)
+    try:
+        with store.transaction() as session:
+            groups = [g for g in session.scalars(select(Run.pgid)) if g is not None]
+            held = session.scalars(select(Host.name).where(Host.experiment_id.is_not(None))).all()
+    finally:
+        store.close()
+    deadline = time.monotonic() + 5
+    while any(group_alive(g) for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [g for g in groups if group_alive(g)] == []
+    assert held == []
+
+
+@pytest.mark.slow
+def test_a_10_percent_cpu_regression_is_flagged(tmp_path: Path, engine_path: Path) -> None:
+    # Seven trials: the fewest at which the default model (an exact sign-flip test on the
+    # per-trial differences) can reach p < 0.05 without A/A history.
+    path = write_experiment(
+        tmp_path / "ab",
+        tag="ab",
+        b_args='["--regress-cpu", "0.10"]',
+        trials=7,
+        duration_s=2.0,
+        rate_per_s=800,
+    )
+    home = tmp_path / "home"
+    out = tmp_path / "report.json"
+    done = hairline("run", str(path), "--json", str(out), "--markdown", str(tmp_path / "r.md"),
+                    home=home, engine=engine_path)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
+    assert cpu["verdict"] == "regression"
+    assert cpu["effect_rel"] > 0.05
+    assert report["phase"] == "done" and report["trials_done"] == 7
+    assert "regression" in (tmp_path / "r.md").read_text()
+    assert "HTML report:" in done.stdout
+    html = Path(done.stdout.split("HTML report:")[-1].split()[0])
+    assert html.exists() and "cpu_ns_per_request" in html.read_text()
+    assert_nothing_left(home)
+
+
+@pytest.mark.slow
+def test_an_aa_experiment_is_not_flagged_and_becomes_history(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    path = write_experiment(tmp_path / "aa", tag="aa", b_args='["--regress-cpu", "0.10"]')
+    home = tmp_path / "home"
+    out = tmp_path / "aa.json"
+    done = hairline("aa", str(path), "--json", str(out), home=home, engine=engine_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["kind"] == "aa"
+    # Both arms ran the baseline: B's regression switch is not applied in an A/A.
+    assert all(arm["source"] != "" for arm in report["arms"])
+    verdicts = {m["metric"]: m["verdict"] for m in report["analysis"]["metrics"]}
+    assert verdicts["cpu_ns_per_request"] != "regression"
+    assert verdicts["anon_memory_bytes"] != "regression"
+    cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
+    assert abs(cpu["effect_rel"]) < 0.03
+    assert_nothing_left(home)
+    status = hairline("status", "--json", home=home, engine=engine_path)
+    [row] = json.loads(status.stdout)
+    assert row["kind"] == "aa" and row["phase"] == "done"
+
+
+def test_a_health_check_that_never_passes_fails_the_experiment_clearly(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    path = write_experiment(
+        tmp_path / "sick", tag="sick", health="/never-healthy", health_timeout_s=1.5
+    )
+    home = tmp_path / "home"
+    done = hairline("run", str(path), home=home, engine=engine_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    text = " ".join(done.stdout.split())
+    assert "/never-healthy" in text and "failed" in text
+    store = open_store(home=home)
+    with store.transaction() as session:
+        [row] = session.scalars(select(Experiment)).all()
+        assert row.phase == "failed" and row.failure and "never-healthy" in row.failure
+    store.close()
+    assert_nothing_left(home)
+
+
+def test_a_file_with_several_mistakes_reports_them_all_and_runs_nothing(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    path = write_experiment(tmp_path / "bad", tag="bad", trials=0, extra="{cores}")
+    text = path.read_text().replace("rate_per_s = 300", "rate_per_s = -1")
+    path.write_text(text.replace("[arms.B]", "[arms.B]\npth = 'x'"))
+    home = tmp_path / "home"
+    done = hairline("run", str(path), home=home, engine=engine_path)
+    assert done.returncode == 2
+    err = done.stderr
+    assert "4 problems" in err
+    assert "service.toml:3: service.start: unknown placeholder {cores}" in err
+    assert "experiment.toml" in err and "load.rate_per_s" in err and "design.trials" in err
+    assert "arms.B.pth: unknown field" in err and "did you mean 'path'?" in err
+    assert "Traceback" not in err
+    assert not (home / "hairline.db").exists()
+
+
+@pytest.mark.slow
+def test_a_processor_killed_mid_trial_is_taken_over_and_no_trial_is_lost_or_doubled(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    path = write_experiment(tmp_path / "kill", tag="kill", trials=3, duration_s=2.0)
+    home = tmp_path / "home"
+    queued = hairline("run", str(path), "--no-process", "--no-wait", home=home,
+                      engine=engine_path)  # fmt: skip
+    assert queued.returncode == 0, queued.stderr
+    env = {**os.environ, "HAIRLINE_ENGINE": str(engine_path)}
+    first = subprocess.Popen(
+        [*HAIRLINE, "lab", "process", "--home", str(home), "--lease-s", "3", "--poll-s", "0.2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    store = open_store(home=home)
+    try:
+        # Wait until the first processor is inside trial 2 with its arms running.
+        deadline = time.monotonic() + 120
+        while True:
+            with store.transaction() as session:
+                running = session.scalar(select(Trial).where(Trial.state == "running"))
+                runs = session.scalars(select(Run).where(Run.stopped_at.is_(None))).all()
+                if running is not None and running.index >= 1 and runs:
+                    victim_groups = [r.pgid for r in runs if r.pgid]
+                    interrupted = running.index
+                    break
+            assert time.monotonic() < deadline, "the first processor never reached trial 2"
+            assert first.poll() is None, "the first processor exited early"
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        # The second processor must wait for the lease to lapse, then finish the experiment.
+        second = hairline("lab", "process", "--once", "--lease-s", "3", home=home,
+                          engine=engine_path)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while "done" not in second.stdout and time.monotonic() < deadline:
+            time.sleep(1.0)
+            second = hairline("lab", "process", "--once", "--lease-s", "3", home=home,
+                              engine=engine_path)  # fmt: skip
+        assert "done" in second.stdout, second.stdout + second.stderr
+        with store.transaction() as session:
+            [row] = session.scalars(select(Experiment)).all()
+            trials = session.scalars(select(Trial).order_by(Trial.index)).all()
+            assert row.phase == "done" and row.claims >= 2
+            assert [t.state for t in trials] == ["done"] * 3
+            assert trials[interrupted].attempts == 2
+            assert all(t.attempts == 1 for t in trials if t.index != interrupted)
+            artifacts = Path(row.artifacts_dir)
+        observations = read_observations(artifacts / "observations.parquet").table
+        cpu = observations.filter(
+            __import__("pyarrow").compute.equal(observations["metric"], "cpu_ns_per_request")
+        )
+        keys = list(zip(cpu["trial"].to_pylist(), cpu["batch"].to_pylist(),
+                        cpu["arm"].to_pylist(), strict=True))  # fmt: skip
+        assert sorted(keys) == sorted({(t, b, a) for t in range(3) for b in range(2)
+                                       for a in ("A", "B")})  # fmt: skip
+        assert not any(group_alive(g) for g in victim_groups)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        store.close()
+    assert_nothing_left(home)
