@@ -272,3 +272,33 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_no_trial_is_lost_or_doub
             first.kill()
         store.close()
     assert_nothing_left(home)
+
+
+NGINX_EXAMPLE = Path(__file__).parents[2] / "examples" / "nginx-gzip"
+
+
+@pytest.mark.slow
+def test_the_nginx_example_builds_each_arm_once_and_then_from_the_cache(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    if not Path("/usr/sbin/nginx").exists():
+        pytest.skip("nginx is not installed (make sysdeps installs it)")
+    import shutil
+
+    folder = tmp_path / "nginx-gzip"
+    shutil.copytree(NGINX_EXAMPLE, folder)
+    path = folder / "experiment.toml"
+    text = path.read_text().replace("trials = 7", "trials = 1")
+    path.write_text(text.replace("duration_s = 4", "duration_s = 1"))
+    home = tmp_path / "home"
+    first = hairline("run", str(path), "--json", str(tmp_path / "1.json"), home=home,
+                     engine=engine_path)  # fmt: skip
+    assert first.returncode in (0, 1), first.stdout + first.stderr
+    assert "A: built" in first.stdout and "B: built" in first.stdout
+    second = hairline("run", str(path), "--json", str(tmp_path / "2.json"), home=home,
+                      engine=engine_path)  # fmt: skip
+    assert "A: cached" in second.stdout and "B: cached" in second.stdout
+    arms = json.loads((tmp_path / "2.json").read_text())["arms"]
+    assert [a["build_cached"] for a in arms] == [True, True]
+    assert arms[0]["build_key"] != arms[1]["build_key"]
+    assert_nothing_left(home)
