@@ -8,6 +8,7 @@ pub mod client;
 pub mod histogram;
 pub mod load;
 pub mod pace;
+pub mod record;
 pub mod request_log;
 pub mod replay;
 pub mod sample_cost;

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use hairline_engine::{load, sample_service};
+use hairline_engine::{load, record, sample_service};
 
 #[derive(Parser)]
 #[command(name = "hairline-engine", version, about = "hairline's data plane")]
@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Replay one open-loop request stream to every target in lockstep.
     Load(load::LoadArgs),
+    /// Record live traffic: a reverse proxy that writes a sample of requests as a trace.
+    Record(record::RecordArgs),
     /// Serve a realistic service with heavy-tailed request costs and regression knobs.
     SampleService(sample_service::SampleServiceArgs),
     /// Write a synthetic JSONL trace for the sample service (endpoint mix, Zipf users).
@@ -29,6 +31,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome: anyhow::Result<ExitCode> = match cli.command {
         Command::Load(args) => load::run(args).map_err(anyhow::Error::from),
+        Command::Record(args) => record::run(args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
         Command::SampleService(args) => sample_service::run(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
