@@ -363,7 +363,10 @@ def filter_(
     }
 
     def show(out: Console) -> None:
-        out.print(f"Wrote [bold]{len(kept):,}[/] of {len(parsed.requests):,} requests to {output}")
+        out.print(
+            f"Wrote [bold]{len(kept):,}[/] requests to {output} "
+            f"(the input had {len(parsed.requests):,})"
+        )
         if groups:
             table = Table(title="Mix", title_justify="left")
             for name in ("label", "weight", "available", "chosen", "share", "max copies"):

@@ -110,8 +110,10 @@ _MONTHS = {
 _MONTH_NAMES = {i: m for m, i in _MONTHS.items()}
 # %h %l %u [%t] "%r" %>s %b ["referer" "agent"] [anything nginx/Apache appends]
 _QUOTED = r'"((?:[^"\\]|\\.)*)"'
-_COMBINED = re.compile(
-    r"(\S+) (\S+) (.*?) \[([^\]]*)\] "
+# What follows "%h %l %u ", which parse_combined_line finds as the first " [" (a regex
+# scanning for it would backtrack quadratically on lines with many " [").
+_COMBINED_REST = re.compile(
+    r"\[([^\]]*)\] "
     + _QUOTED
     + r" (\d{3}|-) (\d+|-)(?: "
     + _QUOTED
@@ -226,7 +228,7 @@ def _parse_request_line(raw: bytes) -> tuple[str, str, str | None]:
     """``GET /a?b HTTP/1.1`` -> (method, target, host if absolute-form)."""
     m = _REQUEST_LINE.fullmatch(raw)
     if m is None:
-        shown = _to_text(raw[:40]) if raw else "(empty)"
+        shown = _to_text(raw[:60]) if raw else "(empty)"
         raise BadLineError("not an HTTP request", f"request line {shown!r}")
     method = m.group(1).decode("ascii")
     target, host = _target(m.group(2))
@@ -359,10 +361,12 @@ def _check_method(method: Json) -> str:
 
 def parse_combined_line(line: str) -> LogEntry:
     """One combined (or common) log format line -> :class:`LogEntry`; :class:`BadLineError`."""
-    m = _COMBINED.fullmatch(line.rstrip("\r\n"))
+    text = line.rstrip("\r\n")
+    start = text.find(" [")
+    m = _COMBINED_REST.fullmatch(text, start + 1) if start > 0 else None
     if m is None:
         raise BadLineError("malformed line", 'not %h %l %u [%t] "%r" %>s %b "referer" "user-agent"')
-    _addr, _ident, _user, time_text, request, status, size, referer, agent = m.groups()
+    time_text, request, status, size, referer, agent = m.groups()
     ts_us = _clf_time_us(time_text)
     method, target, host = _parse_request_line(_unescape_log(_to_bytes(request)))
     headers = []
