@@ -573,6 +573,7 @@ impl Recorder {
             format,
             reservoir,
             per_endpoint,
+            whole_bytes: header.len() as u64,
         };
         thread::Builder::new()
             .name("record-writer".into())

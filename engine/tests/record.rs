@@ -238,3 +238,56 @@ fn an_upstream_that_is_down_gets_502_and_is_counted() {
     assert_eq!(counters.written, 1);
     std::fs::remove_file(&out).unwrap();
 }
+
+/// Answers one request per connection as if keep-alive, then closes it soon after: what a
+/// server with a short idle timeout does to a proxy's kept connection.
+fn closing_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !matches!(parse_request_head(&buf), Ok(Some(_))) {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                thread::sleep(Duration::from_millis(50));
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_kept_connection_the_upstream_closed_is_replaced_without_an_error() {
+    let upstream = closing_server();
+    let out = temp_trace("stale");
+    let rec = recorder(upstream, &out, &[]);
+    let mut client = TcpStream::connect(rec.local_addr()).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    // 300 ms apart: the request goes out on the dead connection and is sent again;
+    // 1.2 s apart: the idle connection is probed and replaced before it is used.
+    for pause_ms in [0, 300, 1200] {
+        thread::sleep(Duration::from_millis(pause_ms));
+        let answer = exchange(
+            &mut client,
+            "POST",
+            &[b"POST /w HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"],
+        );
+        assert!(
+            answer.starts_with(b"HTTP/1.1 200 OK"),
+            "after {pause_ms} ms"
+        );
+    }
+    let counters = rec.shutdown();
+    assert_eq!((counters.proxied, counters.upstream_errors), (3, 0));
+    std::fs::remove_file(&out).unwrap();
+}

@@ -587,6 +587,29 @@ def test_bad_flags_exit_2_naming_the_flag(
     assert "listening" not in out.stdout
 
 
+def test_reservoir_syntax_is_the_same_as_trace_samples(engine_path: Path, tmp_path: Path) -> None:
+    shape = pytest.importorskip("hairline.trace.shape")
+    from hairline.errors import ConfigError
+
+    texts = ["100/1s", "10/500ms", "5/1m", "1/1.5s", "100/s", "7/250us", "3/0.1ms", "2/1h"]
+    texts += ["0/1s", "5/1", "5/1d", "5/.5s", "5/1 s", "5/0.0000001s", "x/1s", "5/0s"]
+    # Another bad flag makes every run fail before listening; the message names
+    # --reservoir only when the engine refuses that too.
+    command = [str(engine_path), "record", "--listen", "127.0.0.1:0", "--stats-path", "bad"]
+    command += ["--upstream", "http://127.0.0.1:1", "--out", str(tmp_path / "t.jsonl")]
+    for text in texts:
+        try:
+            shape.parse_reservoir(text)
+            python_accepts = True
+        except ConfigError:
+            python_accepts = False
+        out = subprocess.run(
+            [*command, f"--reservoir={text}"], capture_output=True, text=True, timeout=10
+        )
+        assert out.returncode == 2
+        assert ("--reservoir" not in out.stderr) == python_accepts, (text, out.stderr)
+
+
 # --------------------------------------------------------------------------- hairline record
 
 

@@ -37,6 +37,8 @@ const CLIENT_HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 const CLIENT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes read per call.
 const READ_CHUNK: usize = 32 * 1024;
+/// A kept upstream connection idle for longer than this is probed before it is reused.
+const IDLE_PROBE_AFTER: Duration = Duration::from_secs(1);
 /// A request up to this size is kept whole until its response starts, so that it can be
 /// sent again on a fresh connection when a reused one turns out to be closed.
 const RETRY_COPY_BYTES: usize = 64 * 1024;
@@ -73,6 +75,29 @@ struct Upstream {
     stream: TcpStream,
     /// Responses completed on this connection.
     served: u64,
+    /// When its last response completed.
+    idle_since: Instant,
+}
+
+impl Upstream {
+    /// Whether the upstream closed this kept connection while it was idle (or sent bytes
+    /// nobody asked for). Checked only after a pause, when servers' idle timeouts bite.
+    fn closed_while_idle(&self) -> bool {
+        if self.idle_since.elapsed() < IDLE_PROBE_AFTER {
+            return false;
+        }
+        let mut byte = 0u8;
+        // SAFETY: a one-byte buffer that outlives the call; MSG_PEEK leaves the data queued.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock
+    }
 }
 
 struct ClientConn<'a> {
@@ -287,9 +312,14 @@ impl ClientConn<'_> {
                     "hairline record: upstream {}: {message}\n",
                     shared.upstream_url
                 );
+                let shown = if head.method.eq_ignore_ascii_case("HEAD") {
+                    ""
+                } else {
+                    body.as_str()
+                };
                 let _ = self.client.write_all(
                     format!(
-                        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{shown}",
                         body.len()
                     )
                     .as_bytes(),
@@ -366,12 +396,23 @@ impl ClientConn<'_> {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(POLL_STEP))?;
         stream.set_write_timeout(Some(shared.upstream_timeout))?;
-        self.upstream = Some(Upstream { stream, served: 0 });
+        self.upstream = Some(Upstream {
+            stream,
+            served: 0,
+            idle_since: Instant::now(),
+        });
         Ok(())
     }
 
     /// Sends `bytes` as the start of a request, on the kept connection or a new one.
     fn send_first(&mut self, bytes: &[u8]) -> Result<(), Outcome> {
+        if self
+            .upstream
+            .as_ref()
+            .is_some_and(Upstream::closed_while_idle)
+        {
+            self.upstream = None;
+        }
         if self.upstream.is_none() {
             if let Err(e) = self.connect_upstream() {
                 return Err(Outcome::Fail(502, connect_message(&e)));
@@ -419,7 +460,8 @@ impl ClientConn<'_> {
         let raw = &self.inbuf[head.head_len..first_len];
         let decoded_ref = decoded.as_deref().unwrap_or(raw);
         capture.add(raw, decoded_ref, limit);
-        let first: Vec<u8> = self.inbuf.drain(..first_len).collect();
+        let first = self.inbuf[..first_len].to_vec();
+        self.inbuf.drain(..first_len);
         let body_complete = body.done();
         let sent = self.send_first(&first);
         let head_request = head.method.eq_ignore_ascii_case("HEAD");
@@ -546,6 +588,7 @@ impl ClientConn<'_> {
                     return Outcome::Done { reuse: false };
                 };
                 up.served += 1;
+                up.idle_since = Instant::now();
                 return Outcome::Done {
                     reuse: tracker.keep_alive(),
                 };

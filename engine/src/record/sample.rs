@@ -60,47 +60,67 @@ pub fn parse_probability(p: f64) -> Result<f64, String> {
     }
 }
 
-/// Parses `--reservoir K/T`: `K` a positive integer, `T` a positive number with a unit
-/// (`ms`, `s`, `m`, `h`), e.g. `100/1s`, `10/500ms`, `5/1m`, `20/0.5s`. Returns
-/// `(K, T in µs)`; T must be at least 1 ms.
+/// Parses `--reservoir K/T` as `hairline trace sample` does: `K` a positive integer, `/`,
+/// then `T`, an optional decimal number (default 1) and a unit (`us`, `µs`, `ms`, `s`, `m`,
+/// `h`), with no spaces: `100/1s`, `10/500ms`, `5/1m`, `1/1.5s`, `100/s`. T must be a whole,
+/// positive number of microseconds. Returns `(K, T in µs)`.
 pub fn parse_reservoir(text: &str) -> Result<(u32, u64), String> {
-    let hint = "write K/T with K a positive integer and T a duration with a unit \
-                (ms, s, m, h), e.g. --reservoir 100/1s or 10/500ms";
+    let hint = "write K/T: at most K requests per interval T, e.g. --reservoir 100/1s, \
+                10/500ms or 5/1m (units us, ms, s, m, h)";
     let fail = |why: &str| format!("--reservoir {text:?}: {why}; {hint}");
-    let (k_text, t_text) = text.split_once('/').ok_or_else(|| fail("no '/'"))?;
+    let trimmed = text.trim();
+    let (k_text, t_text) = trimmed.split_once('/').ok_or_else(|| fail("no '/'"))?;
+    if k_text.is_empty() || !k_text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(fail("K is not a positive integer"));
+    }
     let k: u32 = k_text
-        .trim()
         .parse()
-        .map_err(|_| fail("K is not a positive integer"))?;
+        .map_err(|_| fail("K is larger than 4294967295"))?;
     if k == 0 {
         return Err(fail("K must be at least 1"));
     }
-    let t_text = t_text.trim();
-    let split = t_text
-        .find(|c: char| c.is_ascii_alphabetic())
+    let unit_at = t_text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| fail("T has no unit"))?;
-    let (number, unit) = t_text.split_at(split);
-    let us_per_unit = match unit {
-        "ms" => 1e3,
-        "s" => 1e6,
-        "m" => 60e6,
-        "h" => 3600e6,
+    let (number, unit) = t_text.split_at(unit_at);
+    let us_per_unit: u128 = match unit {
+        "us" | "µs" => 1,
+        "ms" => 1_000,
+        "s" => 1_000_000,
+        "m" => 60_000_000,
+        "h" => 3_600_000_000,
         _ => return Err(fail(&format!("unknown unit {unit:?}"))),
     };
-    let is_number = !number.is_empty()
-        && number.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-        && number.bytes().filter(|&b| b == b'.').count() <= 1
-        && number != ".";
-    let value: f64 = if is_number {
-        number.parse().map_err(|_| fail("T is not a number"))?
-    } else {
-        return Err(fail("T is not a number"));
+    let (whole, fraction) = match number.split_once('.') {
+        None if number.is_empty() => ("1", ""),
+        None => (number, ""),
+        Some((w, f)) if !w.is_empty() && !f.is_empty() && !f.contains('.') => (w, f),
+        Some(_) => return Err(fail("T is not a number")),
     };
-    let interval_us = (value * us_per_unit).round();
-    if !(1e3..=1e12).contains(&interval_us) {
-        return Err(fail("T must be between 1ms and about 11 days"));
+    let fraction = fraction.trim_end_matches('0');
+    let too_long = || fail("T is too long");
+    let whole: u128 = whole.parse().map_err(|_| too_long())?;
+    let scale = 10u128
+        .checked_pow(u32::try_from(fraction.len()).map_err(|_| too_long())?)
+        .ok_or_else(too_long)?;
+    let frac: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().map_err(|_| too_long())?
+    };
+    let frac_us = frac.checked_mul(us_per_unit).ok_or_else(too_long)?;
+    if frac_us % scale != 0 {
+        return Err(fail("T must be a whole number of microseconds"));
     }
-    Ok((k, interval_us as u64))
+    let interval_us = whole
+        .checked_mul(us_per_unit)
+        .and_then(|w| w.checked_add(frac_us / scale))
+        .and_then(|t| u64::try_from(t).ok())
+        .ok_or_else(too_long)?;
+    if interval_us == 0 {
+        return Err(fail("T must be above 0"));
+    }
+    Ok((k, interval_us))
 }
 
 fn format_interval(us: u64) -> String {
@@ -352,13 +372,36 @@ mod tests {
     #[test]
     fn reservoir_specs_parse_with_units() {
         assert_eq!(parse_reservoir("100/1s"), Ok((100, 1_000_000)));
-        assert_eq!(parse_reservoir("10/500ms"), Ok((10, 500_000)));
+        assert_eq!(parse_reservoir(" 10/500ms "), Ok((10, 500_000)));
         assert_eq!(parse_reservoir("5/1m"), Ok((5, 60_000_000)));
         assert_eq!(parse_reservoir("1/2h"), Ok((1, 7_200_000_000)));
         assert_eq!(parse_reservoir("20/0.5s"), Ok((20, 500_000)));
+        assert_eq!(parse_reservoir("1/1.5s"), Ok((1, 1_500_000)));
+        assert_eq!(parse_reservoir("100/s"), Ok((100, 1_000_000)));
+        assert_eq!(parse_reservoir("7/250us"), Ok((7, 250)));
+        assert_eq!(parse_reservoir("7/250µs"), Ok((7, 250)));
+        assert_eq!(parse_reservoir("3/0.1ms"), Ok((3, 100)));
+        assert_eq!(parse_reservoir("3/1.0000s"), Ok((3, 1_000_000)));
         for bad in [
-            "", "100", "0/1s", "-1/1s", "x/1s", "5/1", "5/s", "5/1d", "5/0s", "5/0.1ms",
-            "5/1.2.3s", "5/.s",
+            "",
+            "100",
+            "0/1s",
+            "-1/1s",
+            "+1/1s",
+            "x/1s",
+            "5/1",
+            "5/1d",
+            "5/0s",
+            "5/0.0s",
+            "5/1.2.3s",
+            "5/.5s",
+            "5/5.s",
+            "5/1 s",
+            "5 /1s",
+            "5/0.0000001s",
+            "5/0.5us",
+            "99999999999/1s",
+            "1/99999999999999999999999999h",
         ] {
             let err = parse_reservoir(bad).expect_err(bad);
             assert!(err.contains("--reservoir"), "{err}");

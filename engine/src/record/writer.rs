@@ -6,7 +6,7 @@
 //! stops the process between two writes, the file holds whole lines.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -175,6 +175,8 @@ pub struct Writer {
     /// `(K, T in µs)` in reservoir mode.
     pub reservoir: Option<(u32, u64)>,
     pub per_endpoint: bool,
+    /// Bytes of the file known to end at a line end (the header included).
+    pub whole_bytes: u64,
 }
 
 struct Batch {
@@ -227,7 +229,8 @@ impl Writer {
                 self.write(&mut batch, &mut write_failed);
             }
             if finished {
-                let _ = self.out.flush();
+                // Durable, not only visible; an error here (a pipe) changes nothing.
+                let _ = self.out.sync_data();
                 break;
             }
         }
@@ -283,9 +286,15 @@ impl Writer {
         match self.out.write_all(&batch.bytes) {
             Ok(()) => {
                 counters.written.fetch_add(batch.lines, Ordering::Relaxed);
+                self.whole_bytes += batch.bytes.len() as u64;
             }
             Err(e) => {
                 counters.dropped.fetch_add(batch.lines, Ordering::Relaxed);
+                // Part of the batch may have been written (a disk that filled up): cut the
+                // file back to its last whole line. A pipe cannot be cut; nothing to do.
+                if self.out.set_len(self.whole_bytes).is_ok() {
+                    let _ = self.out.seek(SeekFrom::Start(self.whole_bytes));
+                }
                 if !*write_failed {
                     eprintln!("hairline-engine record: cannot write the trace ({e}); dropping samples until writes succeed");
                     *write_failed = true;
