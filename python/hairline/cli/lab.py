@@ -36,7 +36,7 @@ from hairline.report.html import render_html
 from hairline.report.jsonout import write_json
 from hairline.report.markdown import append_step_summary, render_markdown
 from hairline.report.terminal import print_experiment
-from hairline.store.db import DEFAULT_HOME, Store, open_store
+from hairline.store.db import DEFAULT_HOME, Store, open_store, pairs
 from hairline.store.models import (
     TERMINAL_PHASES,
     Experiment,
@@ -361,17 +361,17 @@ def status(experiment_id: int | None, db_url: str | None, home: Path, as_json: b
 
 def _experiment_rows(store: Store) -> list[dict[str, Any]]:
     with store.transaction() as session:
-        done = _pairs(
+        done = pairs(
             session.execute(
                 select(Trial.experiment_id, func.count())
                 .where(Trial.state == "done")
                 .group_by(Trial.experiment_id)
             )
         )
-        total = _pairs(
+        total = pairs(
             session.execute(select(Trial.experiment_id, func.count()).group_by(Trial.experiment_id))
         )
-        regressions = _pairs(
+        regressions = pairs(
             session.execute(
                 select(VerdictRow.experiment_id, func.count())
                 .where(VerdictRow.label == "regression")
@@ -605,8 +605,3 @@ def demo(
         sys.exit(EXIT_OK)
     out.print(f"[bold red]missed[/]: the {regress_cpu:.0%} CPU regression was not flagged.")
     sys.exit(EXIT_REGRESSION)
-
-
-def _pairs(result: Any) -> dict[Any, Any]:
-    """A two-column query result as a dict."""
-    return {key: value for key, value in result}

@@ -20,7 +20,6 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 from sqlalchemy import delete, select, update
@@ -53,7 +52,7 @@ from hairline.lab.runner import ArmDef, RunPlan, run_trial
 from hairline.lab.schedule import Batch
 from hairline.procs import group_alive, kill_group
 from hairline.stats.data import Comparison
-from hairline.store.db import Store
+from hairline.store.db import Store, pairs
 from hairline.store.models import Arm, Build, Experiment, Run, Trial, VerdictRow
 from hairline.store.observations import (
     Observations,
@@ -329,7 +328,7 @@ def _plan(ctx: _Context, allocation: Allocation) -> RunPlan:
     config = ctx.config
     service = config.service
     with ctx.store.transaction() as session:
-        artifacts = _pairs(
+        artifacts = pairs(
             session.execute(select(Arm.name, Arm.artifact).where(Arm.experiment_id == ctx.id))
         )
     engine_binary = str(engine.find_engine())
@@ -589,8 +588,3 @@ def _num(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return float(value)
-
-
-def _pairs(result: Any) -> dict[Any, Any]:
-    """A two-column query result as a dict."""
-    return {key: value for key, value in result}

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hairline.errors import ConfigError
 
-__all__ = ["DEFAULT_HOME", "Store", "default_url", "open_store"]
+__all__ = ["DEFAULT_HOME", "Store", "default_url", "open_store", "pairs"]
 
 DEFAULT_HOME = Path(".hairline")
 _MIGRATIONS = Path(__file__).parent / "migrations"
@@ -130,3 +130,8 @@ def _migrate(engine: Engine, home: Path) -> None:
                 )
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
+
+
+def pairs(result: Any) -> dict[Any, Any]:
+    """A two-column query result (key, value) as a dict."""
+    return {key: value for key, value in result}
