@@ -48,9 +48,18 @@ SIGN_MODELS = [
     "t-test-outlier-elim",
     "permutation-none",
     "permutation-sqrt",
+    "paired-t-none",
+    "paired-t-sqrt",
     "ci-test",
 ]
-SHIFT_MODELS = ["t-test-none", "welch-none", "welch-outlier-cap", "permutation-none", "ci-test"]
+SHIFT_MODELS = [
+    "t-test-none",
+    "welch-none",
+    "welch-outlier-cap",
+    "permutation-none",
+    "paired-t-none",
+    "ci-test",
+]
 SCALE_MODELS = [*SIGN_MODELS, "permutation-outlier-cap", "welch-sqrt"]
 
 
@@ -64,7 +73,7 @@ def test_swapping_arms_flips_the_sign(name: str, a: list[float], b: list[float])
     assume(informative(forward))
     assert math.copysign(1.0, backward.effect_abs) == -math.copysign(1.0, forward.effect_abs)
     assert math.copysign(1.0, backward.effect_rel) == -math.copysign(1.0, forward.effect_rel)
-    if name.startswith(("t-test", "welch", "permutation")):
+    if name.startswith(("t-test", "welch", "permutation", "paired-t")):
         assert backward.p_value == pytest.approx(forward.p_value, rel=1e-6, abs=1e-12)
 
 

@@ -19,6 +19,7 @@ Names:
 ``t-test-<p>``             Student's t-test on rows, one trial (:mod:`.ttest`)
 ``welch-<p>``              Welch's t-test on rows, one trial
 ``permutation-<p>``        sign-flip test on per-trial mean differences (:mod:`.permutation`)
+``paired-t-<p>``           paired t-test on per-trial mean differences (:mod:`.paired`)
 ``ci-test``                A/A history gives the threshold (:mod:`.citest`); needs history
 ``bootstrap-<cluster>``    Perflab's bootstrap, clustered by iid, request, host or host-block
 =========================  ======================================================
@@ -39,6 +40,7 @@ import numpy as np
 
 from hairline.stats.citest import ci_test
 from hairline.stats.data import Comparison, MetricSample
+from hairline.stats.paired import paired_t_test
 from hairline.stats.permutation import permutation_test
 from hairline.stats.preprocess import PREPROCESSINGS, Preprocessing
 from hairline.stats.ttest import t_test
@@ -121,6 +123,19 @@ def _permutation_model(preprocessing: Preprocessing) -> Model:
     return run
 
 
+def _paired_model(preprocessing: Preprocessing) -> Model:
+    def run(
+        sample: MetricSample,
+        *,
+        alpha: float,
+        rng: np.random.Generator,
+        history: History | None,
+    ) -> Comparison:
+        return paired_t_test(sample, alpha=alpha, preprocessing=preprocessing)
+
+    return run
+
+
 def _ci_model(
     sample: MetricSample,
     *,
@@ -179,6 +194,18 @@ def _build() -> dict[str, ModelInfo]:
             description=f"sign-flip test on per-trial mean differences after {pre}",
             run=_permutation_model(pre),
         )
+    for pre in PREPROCESSINGS:
+        name = f"paired-t-{pre}"
+        registry[name] = ModelInfo(
+            name=name,
+            test="paired-t",
+            preprocessing=pre,
+            needs_columns=("trial",),
+            needs_history=False,
+            min_trials=2,
+            description=f"paired t-test on per-trial mean differences after {pre}",
+            run=_paired_model(pre),
+        )
     registry["ci-test"] = ModelInfo(
         name="ci-test",
         test="ci-test",
@@ -213,7 +240,8 @@ _REGISTRY = _build()
 
 
 def list_models() -> list[str]:
-    """Every registered model name, in registry order (t-tests, permutation, ci, bootstrap)."""
+    """Every registered model name, in registry order (t-tests, permutation, paired t, ci,
+    bootstrap)."""
     return list(_REGISTRY)
 
 
@@ -243,7 +271,7 @@ def _validate_run_model(info: ModelInfo, sample: MetricSample, history: History 
 def _history_free_hint(sample: MetricSample) -> str:
     """A model that runs without history on this sample (for error messages)."""
     trials = 0 if sample.trial is None else len(np.unique(sample.trial))
-    return "permutation-none" if trials >= 2 else "welch-none"
+    return "paired-t-none" if trials >= 2 else "welch-none"
 
 
 def run_model(

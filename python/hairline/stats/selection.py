@@ -283,11 +283,14 @@ def fallback_model(sample: MetricSample, *, alpha: float = 0.05) -> str:
        almost nothing about the spread, so fewer hosts fall through to the next rule.
     2. ``permutation-none`` when there are enough trials for the exact sign-flip test to
        reach alpha/2 (7 trials at alpha 0.05): it uses only per-trial differences, so noise
-       shared by a trial's arms cancels and requests are never taken as independent.
-    3. ``welch-none`` otherwise: a single trial (ServiceLab's t-test case). Welch rather than
+       shared by a trial's arms cancels and requests are never taken as independent, and it
+       assumes nothing about their distribution.
+    3. ``paired-t-none`` with 2 to 6 trials: the same per-trial differences, judged by a t
+       distribution with m - 1 degrees of freedom because the sign-flip test cannot reach
+       alpha with so few. The differences are means over many requests, so close to normal.
+    4. ``welch-none`` otherwise: a single trial (ServiceLab's t-test case). Welch rather than
        Student because the arms can differ in spread and row count, where a pooled variance
-       misstates the error; when they do not, Welch loses almost nothing. With 2 to 6
-       trials it pools the trials' rows, and its warning says so.
+       misstates the error; when they do not, Welch loses almost nothing.
     """
     _validate_fallback(sample, alpha)
     if sample.host is not None:
@@ -296,6 +299,9 @@ def fallback_model(sample: MetricSample, *, alpha: float = 0.05) -> str:
         hosts = len(np.unique(sample.host))
         if min(hosts_a, hosts_b) >= 2 and hosts >= MIN_BOOTSTRAP_HOSTS:
             return "bootstrap-host"
-    if sample.trial is not None and len(np.unique(sample.trial)) >= _min_permutation_trials(alpha):
+    trials = 0 if sample.trial is None else len(np.unique(sample.trial))
+    if trials >= _min_permutation_trials(alpha):
         return "permutation-none"
+    if trials >= 2:
+        return "paired-t-none"
     return "welch-none"

@@ -71,7 +71,7 @@ def t_test(
     if sample.trial is not None and len(np.unique(sample.trial)) > 1:
         notes.append(
             f"the t-test pools {len(np.unique(sample.trial))} trials as if their rows were "
-            f"independent; prefer a permutation model for multi-trial experiments"
+            f"independent; prefer paired-t or permutation models for multi-trial experiments"
         )
     n_a, n_b = len(a), len(b)
     if n_a < 2 or n_b < 2:
