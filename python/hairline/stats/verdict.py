@@ -7,7 +7,10 @@ matters. And a direction: ``higher-is-worse`` (CPU, latency, memory) or ``lower-
 higher-is-worse, -effect otherwise), [w_lo, w_hi] for its interval, and p for the p-value,
 adjusted across metrics when a correction is asked for. The rule, applied in order:
 
-1. **inconclusive** if p, w or the interval is NaN (the model could not decide).
+1. **no change** if both arms measured the same constant (an error rate of 0 in each): the
+   p-value is NaN or 1 and no interval exists around a zero baseline, but there is no
+   difference to explain. **inconclusive** if otherwise p, w or the interval is NaN (the
+   model could not decide).
 2. **regression** if p < alpha, w > 0 and w >= θ: a significant change in the worse
    direction at least as large as the threshold.
 3. **improvement** if p < alpha, w < 0 and -w >= θ.
@@ -157,12 +160,14 @@ def decide(
         return Verdict(metric, comparison, rule, p, label, reason)
 
     if (
-        math.isnan(p)
+        (math.isnan(p) or p == 1.0)
+        and math.isnan(worse_lo + worse_hi)
         and math.isfinite(comparison.mean_a)
         and comparison.mean_a == comparison.mean_b
     ):
-        # Both arms constant and equal (an error rate of 0 in each): no test can run, and
-        # none is needed; there is no difference to explain.
+        # Both arms constant and equal (an error rate of 0 in each): the t-tests cannot run
+        # (p NaN), the per-trial tests see only zero differences (p 1), and neither has an
+        # interval around a zero baseline; there is no difference to explain.
         return verdict("no change", "both arms measured the same constant value")
     if any(math.isnan(x) for x in (p, worse, worse_lo, worse_hi)):
         return verdict("inconclusive", "the model could not compute an effect or p-value")
