@@ -84,6 +84,11 @@ pub struct LoadArgs {
     /// Length of a statistics interval in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub interval_ms: u64,
+    /// Spin (poll without sleeping) this long before each due time instead of trusting the
+    /// timer's wake-up; 0 sleeps on the timer alone. Use 0 when the engine shares a CPU with
+    /// a service under test: spinning takes that CPU from it.
+    #[arg(long, value_name = "US", default_value_t = 150)]
+    pub spin_us: u64,
     /// Write the summary JSON here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
@@ -432,6 +437,12 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
     if args.interval_ms == 0 {
         problems.push("--interval-ms 0: expected a positive number of milliseconds".into());
     }
+    if args.spin_us > 1_000_000 {
+        problems.push(format!(
+            "--spin-us {}: expected 0 to 1000000 microseconds (150 is the default)",
+            args.spin_us
+        ));
+    }
 
     // Either one plain URL per target, in target order, or NAME=URL for any subset.
     let mut warm_probes: Vec<WarmProbe> = Vec::new();
@@ -539,6 +550,7 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
         max_in_flight: args.max_in_flight,
         timeout_ns: args.timeout_ms * 1_000_000,
         interval_ns: args.interval_ms * 1_000_000,
+        spin_ns: args.spin_us * 1_000,
         control: args.control,
         seed: args.seed,
     })

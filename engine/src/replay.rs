@@ -37,8 +37,6 @@ use crate::validity;
 /// Request ids of the warm-up phase start here, so measured ids are 0, 1, 2, ... on every
 /// run regardless of how long the warm-up took.
 pub const WARMUP_ID_BASE: u64 = 1 << 62;
-/// The last stretch before a due time is spun rather than slept.
-const SPIN_NS: u64 = 150_000;
 /// Timeouts and warm-up are checked at least this often.
 const HOUSEKEEPING_NS: u64 = 5_000_000;
 /// Inter-send gaps kept for the Poisson goodness-of-fit test.
@@ -92,6 +90,8 @@ pub struct Plan {
     pub max_in_flight: usize,
     pub timeout_ns: u64,
     pub interval_ns: u64,
+    /// The last stretch before a due time that is spun rather than slept (`--spin-us`).
+    pub spin_ns: u64,
     pub control: bool,
     pub seed: u64,
 }
@@ -520,11 +520,11 @@ impl<'p> Engine<'p> {
                     .min(self.interval_start_ns + plan.interval_ns)
                     .min(self.window_end_ns);
             }
-            let spin = next_due != NEVER_NS && next_due <= now + SPIN_NS;
+            let spin = next_due != NEVER_NS && next_due <= now + plan.spin_ns;
             let timeout = if spin {
                 Some(Duration::ZERO)
             } else {
-                let at = wake_ns.min(next_due.saturating_sub(SPIN_NS));
+                let at = wake_ns.min(next_due.saturating_sub(plan.spin_ns));
                 if at <= now {
                     Some(Duration::ZERO)
                 } else {
@@ -1241,6 +1241,7 @@ impl<'p> Engine<'p> {
             "connections": plan.connections,
             "max_in_flight": plan.max_in_flight,
             "timeout_ms": plan.timeout_ns / 1_000_000,
+            "spin_us": plan.spin_ns / 1_000,
         }))
     }
 }

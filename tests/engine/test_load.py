@@ -288,9 +288,31 @@ def test_a_bad_trace_line_is_named(tmp_path, sample_service):
     assert f"{trace}:3: path: missing" in err.value.message
 
 
+def test_without_the_spin_the_schedule_is_still_kept(sample_service):
+    # The lab's setting when the engine shares a CPU with an arm: sleep on the timer only.
+    svc = sample_service()
+    plan = LoadPlan(
+        targets=(("a", svc.url),), paths=(LIGHT,), rate_per_s=500, duration_s=2, spin_us=0
+    )
+    result = run_load(plan)
+    assert result.raw["spin_us"] == 0
+    assert result.targets["a"].achieved_rate_per_s == pytest.approx(500, rel=0.02)
+    assert result.targets["a"].requests == 1000
+
+
 def test_bad_arguments_exit_2_with_every_problem(engine_path):
     proc = subprocess.run(
-        [str(engine_path), "load", "--target", "nourl", "--path", "x", "--duration=-1"],
+        [
+            str(engine_path),
+            "load",
+            "--target",
+            "nourl",
+            "--path",
+            "x",
+            "--duration=-1",
+            "--spin-us",
+            "2000000",
+        ],
         capture_output=True,
         text=True,
         timeout=10,
@@ -299,6 +321,7 @@ def test_bad_arguments_exit_2_with_every_problem(engine_path):
     assert "--target nourl: expected NAME=URL" in proc.stderr
     assert "--path" in proc.stderr and "--rate is required" in proc.stderr
     assert "--duration -1" in proc.stderr
+    assert "--spin-us 2000000: expected 0 to 1000000" in proc.stderr
 
 
 def test_find_engine_prefers_the_environment(engine_path):
