@@ -12,9 +12,9 @@ import contextlib
 import ctypes
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-__all__ = ["child_setup", "group_alive", "kill_group"]
+__all__ = ["child_setup", "group_alive", "kill_group", "thread_pinned_to"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -30,6 +30,19 @@ def child_setup(cpus: Sequence[int] | None = None) -> Callable[[], None]:
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
     return setup
+
+
+@contextlib.contextmanager
+def thread_pinned_to(cpus: Sequence[int]) -> Iterator[None]:
+    """Pin the calling thread (and the threads it starts meanwhile) to ``cpus``, then
+    restore its affinity. Linux's ``sched_setaffinity(0, ...)`` acts on the calling thread."""
+    before = os.sched_getaffinity(0)
+    wanted = set(cpus) & before or before
+    os.sched_setaffinity(0, wanted)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def group_alive(pgid: int) -> bool:
