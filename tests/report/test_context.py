@@ -20,6 +20,7 @@ from hairline.report.context import (
     HostReport,
     experiment_json,
     headline,
+    load_notes,
     metric_trials,
 )
 from hairline.report.jsonout import to_jsonable
@@ -216,3 +217,40 @@ def test_a_failed_experiment_has_no_analysis_and_no_trials() -> None:
     assert payload["analysis"] is None and payload["per_trial"] == {}
     assert payload["failure"] == "no CPUs free" and payload["regression"] is False
     assert payload["headline"] == {"status": "failed", "text": "failed: no CPUs free"}
+
+
+def test_failed_load_gates_become_one_note_per_gate() -> None:
+    def summary(late: int, dropped: int = 0) -> dict[str, object]:
+        return {
+            "gates": [
+                {"name": "rate", "passed": True, "value": 0.0, "detail": "rate ok"},
+                {
+                    "name": "late_sends",
+                    "passed": late <= 24,
+                    "value": late / 2400,
+                    "detail": f"{late} of 2400 sends were more than 1 ms behind schedule",
+                },
+                {
+                    "name": "dropped",
+                    "passed": dropped == 0,
+                    "value": float(dropped),
+                    "detail": f"{dropped} requests dropped at --max-in-flight",
+                },
+            ]
+        }
+
+    notes = load_notes(
+        {"t0b0": summary(10), "t0b1": summary(61), "t1b0": summary(30, dropped=3), "t1b1": {}}
+    )
+    assert notes == (
+        "load gate dropped failed in 1 of 4 batches (worst t1b0: 3 requests dropped at "
+        "--max-in-flight); the measurements are kept",
+        "load gate late_sends failed in 2 of 4 batches (worst t0b1: 61 of 2400 sends were "
+        "more than 1 ms behind schedule); the measurements are kept",
+    )
+    assert load_notes({"t0b0": summary(0)}) == ()
+
+
+def test_notes_are_part_of_the_json_contract() -> None:
+    report = experiment(None, notes=("load gate late_sends failed in 1 of 2 batches",))
+    assert experiment_json(report)["notes"] == ["load gate late_sends failed in 1 of 2 batches"]

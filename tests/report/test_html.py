@@ -201,3 +201,8 @@ def test_an_aa_experiment_and_a_third_arm(tmp_path: Path) -> None:
     page = render_html(experiment(three))
     assert "<th>B vs A</th><th>C vs A</th>" in page
     assert page.count('<td class="l">C</td>') == 2  # one summary row per metric
+
+
+def test_notes_about_the_measurement_are_shown_escaped(tmp_path: Path) -> None:
+    page = render_html(experiment(None, notes=("load gate <late_sends> failed in 1 of 2",)))
+    assert '<ul class="notes"><li>load gate &lt;late_sends&gt; failed in 1 of 2</li></ul>' in page

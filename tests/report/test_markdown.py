@@ -143,3 +143,10 @@ def test_an_unwritable_step_summary_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="GITHUB_STEP_SUMMARY") as err:
         append_step_summary("### hairline", {"GITHUB_STEP_SUMMARY": str(tmp_path)})
     assert err.value.hint is not None
+
+
+def test_notes_about_the_measurement_are_quoted(tmp_path: Path) -> None:
+    markdown = render_markdown(
+        report(tmp_path, cpu_effect=0.0, seed=5, notes=("load gate late_sends failed <b>",))
+    )
+    assert "> load gate late\\_sends failed \\<b\\>" in markdown

@@ -89,3 +89,8 @@ def test_a_failure_is_shown_verbatim(tmp_path: Path) -> None:
     text = shown(report(tmp_path, phase="failed", failure=failure, analysis=None))
     assert "failed: build of B failed: [bold]not markup[/bold] <stderr>" in text
     assert "second line" in text
+
+
+def test_notes_about_the_measurement_are_in_the_panel(tmp_path: Path) -> None:
+    text = shown(report(tmp_path, notes=("load gate late_sends failed in 3 of 10 batches",)))
+    assert "note load gate late_sends failed in 3 of 10 batches" in text

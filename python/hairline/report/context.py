@@ -46,6 +46,7 @@ __all__ = [
     "effect_text",
     "experiment_json",
     "headline",
+    "load_notes",
     "metric_trials",
     "number_text",
     "threshold_text",
@@ -99,6 +100,32 @@ class ExperimentReport:
     analysis: Analysis | None  # None until analysed / when failed
     observations: Observations | None  # None when nothing measured
     html_path: Path | None = None  # where the HTML report was written, if any
+    notes: tuple[str, ...] = ()  # about the measurement itself, e.g. failed load gates
+
+
+def load_notes(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+    """One note per validity gate of the engine that failed in any batch.
+
+    ``summaries`` maps a batch's name (``t0b1``) to the engine's summary JSON of its
+    measurement. The measurements are kept either way; the note says how far the load
+    was from what was asked, so a reader can judge the verdict.
+    """
+    failed: dict[str, list[tuple[float, str, str]]] = {}
+    for batch, summary in summaries.items():
+        for gate in summary.get("gates") or ():
+            if not gate.get("passed", True):
+                value = float(gate.get("value") or 0.0)
+                failed.setdefault(str(gate.get("name")), []).append(
+                    (value, batch, str(gate.get("detail", "")))
+                )
+    notes = []
+    for name, hits in sorted(failed.items()):
+        value, batch, detail = max(hits)
+        notes.append(
+            f"load gate {name} failed in {len(hits)} of {len(summaries)} batches "
+            f"(worst {batch}: {detail}); the measurements are kept"
+        )
+    return tuple(notes)
 
 
 @dataclass(frozen=True)
@@ -326,7 +353,8 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
     - ``experiment_id``, ``service``, ``kind`` (``"ab"``/``"aa"``), ``phase``, ``failure``
       (string or null), ``created_at``, ``started_at``, ``finished_at`` (ISO 8601 or null),
       ``design``, ``trials``, ``trials_done``, ``rate_per_s``, ``duration_s``, ``model``,
-      ``html_path`` (string or null).
+      ``html_path`` (string or null), ``notes`` (strings about the measurement, such as
+      failed load gates; see :func:`load_notes`).
     - ``headline``: ``{"status", "text"}``; status is one of regression, no regression,
       inconclusive, failed, cancelled, running.
     - ``regression`` (bool): true when any metric's verdict is regression.
@@ -370,6 +398,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "duration_s": report.duration_s,
         "model": report.model,
         "html_path": report.html_path,
+        "notes": list(report.notes),
         "headline": {"status": head.status, "text": head.text},
         "regression": report.analysis is not None and bool(report.analysis.regressions),
         "arms": [

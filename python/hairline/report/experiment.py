@@ -12,12 +12,24 @@ from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.lab.analysis import Analysis
 from hairline.lab.processor import analyze_experiment, experiment_observations
-from hairline.report.context import ArmReport, ExperimentReport, HostReport
+from hairline.report.context import ArmReport, ExperimentReport, HostReport, load_notes
 from hairline.store.db import Store
 from hairline.store.models import Arm, Experiment, Host, Run, Service, Trial
 from hairline.store.observations import Observations, observations_from_table
 
 __all__ = ["load_report"]
+
+
+def _load_summaries(runs: Path) -> dict[str, dict[str, object]]:
+    """The engine's summary of each batch's measurement (``runs/t<trial>b<batch>.json``);
+    an unreadable one is skipped: the report must not fail over a note."""
+    summaries: dict[str, dict[str, object]] = {}
+    for path in sorted(runs.glob("t*b*.json")):
+        try:
+            summaries[path.stem] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return summaries
 
 
 def _time(value: float | None) -> datetime | None:
@@ -107,4 +119,5 @@ def load_report(store: Store, experiment_id: int) -> ExperimentReport:
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,
+        notes=load_notes(_load_summaries(artifacts / "runs")),
     )

@@ -417,6 +417,9 @@ def _header(report: ExperimentReport) -> list[str]:
     ]
     if report.failure:
         parts.append(f"<h3>Failure</h3><pre>{_e(report.failure)}</pre>")
+    if report.notes:
+        items = "".join(f"<li>{_e(note)}</li>" for note in report.notes)
+        parts.append(f'<ul class="notes">{items}</ul>')
     return parts
 
 

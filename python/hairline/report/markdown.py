@@ -173,6 +173,8 @@ def render_markdown(report: ExperimentReport) -> str:
     failure = (report.failure or "").strip()
     if head.status == "failed" and (len(failure.splitlines()) > 1 or title != head.text):
         lines += ["", _block(failure)]
+    if report.notes:
+        lines += ["", *(f"> {_text(note)}" for note in report.notes)]
     analysis = report.analysis
     if analysis is not None and analysis.results:
         lines += ["", *_metrics_table(report)]

@@ -210,6 +210,8 @@ def _experiment_panel(report: ExperimentReport) -> Panel:
         facts = ", ".join(f"{k} {v}" for k, v in host.facts.items())
         cpus = ",".join(str(c) for c in host.cpus) or "none"
         grid.add_row(f"host {host.host}", Text(f"CPUs {cpus}" + (f"; {facts}" if facts else "")))
+    for note in report.notes:
+        grid.add_row("note", Text(note, style="yellow"))
     if report.html_path is not None:
         grid.add_row("HTML report", Text(str(report.html_path)))
     return Panel(
