@@ -7,15 +7,10 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from hairline.stats.data import MetricSample
 from hairline.stats.models import PAPER_MODELS, get_model, list_models, model_info, run_model
-
-
-def in_binomial_band(hits: int, n: int, rate: float) -> bool:
-    lo, hi = sps.binom.interval(0.999, n, rate)
-    return bool(lo <= hits <= hi)
+from hairline.stats.simulate import in_binomial_band
 
 
 def one_trial(rng: np.random.Generator, effect_rel: float = 0.0) -> MetricSample:

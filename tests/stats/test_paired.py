@@ -12,12 +12,8 @@ from hairline.stats._modelkit import DegenerateDataWarning
 from hairline.stats.data import MetricSample
 from hairline.stats.paired import paired_t_test
 from hairline.stats.permutation import per_trial_means, permutation_test
+from hairline.stats.simulate import in_binomial_band
 from hairline.stats.ttest import t_test
-
-
-def in_binomial_band(hits: int, n: int, rate: float) -> bool:
-    lo, hi = sps.binom.interval(0.999, n, rate)
-    return bool(lo <= hits <= hi)
 
 
 def lab_trials(

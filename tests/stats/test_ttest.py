@@ -11,17 +11,13 @@ from scipy import stats as sps
 
 from hairline.stats._modelkit import DegenerateDataWarning
 from hairline.stats.data import MetricSample
+from hairline.stats.simulate import in_binomial_band
 from hairline.stats.ttest import t_test
 
 
 def sample_of(a: np.ndarray, b: np.ndarray, **columns: object) -> MetricSample:
     arm = np.r_[np.zeros(len(a)), np.ones(len(b))]
     return MetricSample.from_arrays(np.r_[a, b], arm, **columns)  # type: ignore[arg-type]
-
-
-def in_binomial_band(hits: int, n: int, rate: float) -> bool:
-    lo, hi = sps.binom.interval(0.999, n, rate)
-    return bool(lo <= hits <= hi)
 
 
 @pytest.mark.parametrize("equal_var", [True, False])

@@ -182,30 +182,22 @@ def _build() -> dict[str, ModelInfo]:
                 ),
                 run=_t_model(pre, equal_var=equal_var),
             )
-    for pre in PREPROCESSINGS:
-        name = f"permutation-{pre}"
-        registry[name] = ModelInfo(
-            name=name,
-            test="permutation",
-            preprocessing=pre,
-            needs_columns=("trial",),
-            needs_history=False,
-            min_trials=2,
-            description=f"sign-flip test on per-trial mean differences after {pre}",
-            run=_permutation_model(pre),
-        )
-    for pre in PREPROCESSINGS:
-        name = f"paired-t-{pre}"
-        registry[name] = ModelInfo(
-            name=name,
-            test="paired-t",
-            preprocessing=pre,
-            needs_columns=("trial",),
-            needs_history=False,
-            min_trials=2,
-            description=f"paired t-test on per-trial mean differences after {pre}",
-            run=_paired_model(pre),
-        )
+    for test, make, what in (
+        ("permutation", _permutation_model, "sign-flip test"),
+        ("paired-t", _paired_model, "paired t-test"),
+    ):
+        for pre in PREPROCESSINGS:
+            name = f"{test}-{pre}"
+            registry[name] = ModelInfo(
+                name=name,
+                test=test,
+                preprocessing=pre,
+                needs_columns=("trial",),
+                needs_history=False,
+                min_trials=2,
+                description=f"{what} on per-trial mean differences after {pre}",
+                run=make(pre),
+            )
     registry["ci-test"] = ModelInfo(
         name="ci-test",
         test="ci-test",

@@ -31,23 +31,13 @@ from hairline.stats.data import ARM_A, ARM_B, Comparison, MetricSample
 from hairline.stats.permutation import per_trial_means
 from hairline.stats.preprocess import (
     DEFAULT_OUTLIER_PERCENTILE,
-    PREPROCESSINGS,
     Preprocessing,
     preprocess,
+    validate_test_arguments,
 )
 from hairline.stats.relative import relative_effect
 
 __all__ = ["paired_t_test"]
-
-
-def _validate_paired_t_test(sample: MetricSample, alpha: float, preprocessing: str) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if preprocessing not in PREPROCESSINGS:
-        raise ValueError(
-            f"unknown preprocessing {preprocessing!r}; choose one of {', '.join(PREPROCESSINGS)}"
-        )
-    sample.require("trial")
 
 
 def paired_t_test(
@@ -63,7 +53,8 @@ def paired_t_test(
     arms in every trial. Fewer than two trials, or per-trial differences that are all equal
     (no spread to judge them by), give NaN and a warning; all-zero differences are p = 1.
     """
-    _validate_paired_t_test(sample, alpha, preprocessing)
+    validate_test_arguments(alpha, preprocessing)
+    sample.require("trial")
     model = f"paired-t-{preprocessing}"
     pre = preprocess(sample, preprocessing, percentile=percentile)
     _, means_a, means_b = per_trial_means(pre.sample)

@@ -32,9 +32,9 @@ from hairline.stats._modelkit import (
 from hairline.stats.data import ARM_A, ARM_B, Comparison, MetricSample
 from hairline.stats.preprocess import (
     DEFAULT_OUTLIER_PERCENTILE,
-    PREPROCESSINGS,
     Preprocessing,
     preprocess,
+    validate_test_arguments,
 )
 from hairline.stats.relative import relative_effect
 
@@ -138,12 +138,7 @@ def per_trial_means(sample: MetricSample) -> tuple[FloatArray, FloatArray, Float
 
 
 def _validate_permutation_test(sample: MetricSample, alpha: float, preprocessing: str) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if preprocessing not in PREPROCESSINGS:
-        raise ValueError(
-            f"unknown preprocessing {preprocessing!r}; choose one of {', '.join(PREPROCESSINGS)}"
-        )
+    validate_test_arguments(alpha, preprocessing)
     sample.require("trial")
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "outlier_thresholds",
     "preprocess",
     "sqrt_transform",
+    "validate_test_arguments",
 ]
 
 Preprocessing = Literal["none", "sqrt", "outlier-elim", "outlier-cap"]
@@ -56,6 +57,16 @@ class Preprocessed:
     power: float
     n_changed: int
     percentile: float | None
+
+
+def validate_test_arguments(alpha: float, preprocessing: str) -> None:
+    """What every model's test checks first: alpha in (0, 1), a known preprocessing."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if preprocessing not in PREPROCESSINGS:
+        raise ValueError(
+            f"unknown preprocessing {preprocessing!r}; choose one of {', '.join(PREPROCESSINGS)}"
+        )
 
 
 def _validate_percentile(percentile: float) -> None:

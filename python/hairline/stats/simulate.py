@@ -21,14 +21,22 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import stats as sps
 
 from hairline.stats.data import MetricSample
 from hairline.stats.designs import Design, Schedule, VarianceComponents, schedule
 
-__all__ = ["Link", "simulate", "simulate_values"]
+__all__ = ["Link", "in_binomial_band", "simulate", "simulate_values"]
 
 Link = Literal["identity", "exp"]
 FloatArray = NDArray[np.float64]
+
+
+def in_binomial_band(hits: int, n: int, rate: float, *, confidence: float = 0.999) -> bool:
+    """Whether ``hits`` of ``n`` simulated runs is within the central ``confidence`` range
+    of Binomial(n, rate): how a simulated false-positive rate or coverage is checked."""
+    lo, hi = sps.binom.interval(confidence, n, rate)
+    return bool(lo <= hits <= hi)
 
 
 def _codes(*columns: NDArray[np.int64]) -> tuple[NDArray[np.int64], int]:

@@ -26,9 +26,9 @@ from hairline.stats._modelkit import (
 from hairline.stats.data import ARM_A, ARM_B, Comparison, MetricSample
 from hairline.stats.preprocess import (
     DEFAULT_OUTLIER_PERCENTILE,
-    PREPROCESSINGS,
     Preprocessing,
     preprocess,
+    validate_test_arguments,
 )
 from hairline.stats.relative import relative_effect, sample_size_warnings
 
@@ -36,12 +36,7 @@ __all__ = ["t_test"]
 
 
 def _validate_t_test(sample: MetricSample, alpha: float, preprocessing: str) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if preprocessing not in PREPROCESSINGS:
-        raise ValueError(
-            f"unknown preprocessing {preprocessing!r}; choose one of {', '.join(PREPROCESSINGS)}"
-        )
+    validate_test_arguments(alpha, preprocessing)
     arms = set(np.unique(sample.arm).tolist())
     if not arms <= {ARM_A, ARM_B}:
         raise ValueError(f"arm codes must be 0 (A) and 1 (B), found {sorted(arms)}")
