@@ -32,7 +32,7 @@ permutation-sqrt and ci-test (its "confidence-interval-none").
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -97,7 +97,11 @@ PAPER_MODELS: tuple[str, ...] = (
 )
 
 
-def _t_model(preprocessing: Preprocessing, *, equal_var: bool) -> Model:
+def _history_free(
+    test: Callable[[MetricSample, float, np.random.Generator], Comparison],
+) -> Model:
+    """A model from a test that needs only the sample, alpha and an rng."""
+
     def run(
         sample: MetricSample,
         *,
@@ -105,35 +109,27 @@ def _t_model(preprocessing: Preprocessing, *, equal_var: bool) -> Model:
         rng: np.random.Generator,
         history: History | None,
     ) -> Comparison:
-        return t_test(sample, alpha=alpha, equal_var=equal_var, preprocessing=preprocessing)
+        return test(sample, alpha, rng)
 
     return run
+
+
+def _t_model(preprocessing: Preprocessing, *, equal_var: bool) -> Model:
+    return _history_free(
+        lambda s, alpha, _: t_test(s, alpha=alpha, equal_var=equal_var, preprocessing=preprocessing)
+    )
 
 
 def _permutation_model(preprocessing: Preprocessing) -> Model:
-    def run(
-        sample: MetricSample,
-        *,
-        alpha: float,
-        rng: np.random.Generator,
-        history: History | None,
-    ) -> Comparison:
-        return permutation_test(sample, alpha=alpha, rng=rng, preprocessing=preprocessing)
-
-    return run
+    return _history_free(
+        lambda s, alpha, rng: permutation_test(s, alpha=alpha, rng=rng, preprocessing=preprocessing)
+    )
 
 
 def _paired_model(preprocessing: Preprocessing) -> Model:
-    def run(
-        sample: MetricSample,
-        *,
-        alpha: float,
-        rng: np.random.Generator,
-        history: History | None,
-    ) -> Comparison:
-        return paired_t_test(sample, alpha=alpha, preprocessing=preprocessing)
-
-    return run
+    return _history_free(
+        lambda s, alpha, _: paired_t_test(s, alpha=alpha, preprocessing=preprocessing)
+    )
 
 
 def _ci_model(
