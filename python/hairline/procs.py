@@ -19,10 +19,17 @@ __all__ = ["child_setup", "group_alive", "kill_group", "thread_pinned_to"]
 _PR_SET_PDEATHSIG = 1
 
 
-def child_setup(cpus: Sequence[int] | None = None) -> Callable[[], None]:
-    """A ``preexec_fn``: pin the child to ``cpus`` and have it killed when its parent dies."""
+def child_setup(
+    cpus: Sequence[int] | None = None, *, join: Sequence[str] = ()
+) -> Callable[[], None]:
+    """A ``preexec_fn``: join the cgroups whose ``cgroup.procs`` files are ``join`` (before
+    exec, so nothing the child runs is ever outside them), pin the child to ``cpus`` and
+    have it killed when its parent dies."""
 
     def setup() -> None:
+        for procs_file in join:
+            with open(procs_file, "w") as f:
+                f.write(str(os.getpid()))
         if cpus:
             os.sched_setaffinity(0, cpus)
         with contextlib.suppress(OSError, AttributeError):

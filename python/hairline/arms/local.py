@@ -1,8 +1,11 @@
-"""The local backend: an arm is a process group of this machine pinned to its own CPU set.
+"""The local backend: an arm is a cgroup of this machine pinned to its own CPU set.
 
-Every arm runs in a new session (its own process group) so that stopping it stops whatever
-it forked too; :class:`LocalArm` is a context manager and stops the group on every exit
-path, so no process outlives the experiment.
+Every arm runs in its own cgroup (:mod:`hairline.arms.cgroup`), joined before exec, so that
+whatever it starts, daemons that call ``setsid`` included, is counted in its CPU and memory
+and killed with it. Where no cgroup can be made it falls back to its process group and
+procfs counters, and says so (:attr:`LocalArm.measured_by`, :attr:`LocalArm.fallback`).
+:class:`LocalArm` is a context manager and stops the arm on every exit path, so no process
+outlives the experiment.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from hairline.arms.cgroup import ArmCgroup, create_cgroup
+from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
 from hairline.errors import HairlineError
 from hairline.procs import child_setup
 
@@ -87,6 +92,7 @@ class LocalArm:
         port: int,
         cpus: Sequence[int] | None = None,
         log_path: Path | None = None,
+        cgroup: str | None = None,
     ) -> None:
         self.spec = spec
         self.port = port
@@ -94,6 +100,40 @@ class LocalArm:
         self.log_path = log_path
         self.url = f"http://127.0.0.1:{port}"
         self._proc: subprocess.Popen[bytes] | None = None
+        self._cgroup_name = cgroup
+        self.cgroup: ArmCgroup | None = None
+        # Why the arm runs without a cgroup, when it was asked for one ("" when it has one).
+        self.fallback = ""
+
+    @property
+    def measured_by(self) -> str:
+        """Where CPU and memory come from: the cgroup, or the procfs fallback."""
+        if self.cgroup is not None:
+            return self.cgroup.source
+        return "procfs (process tree; exited threads counted in 10 ms ticks)"
+
+    def cpu_ns(self) -> int:
+        """CPU time the arm used since it started, exited threads and children included."""
+        if self.cgroup is not None:
+            return self.cgroup.cpu_ns()
+        return cpu_time_with_exited_ns(process_tree(self.pid)) if self._proc else 0
+
+    def anon_memory_bytes(self) -> int:
+        """Anonymous memory the arm holds now."""
+        if self.cgroup is not None:
+            held = self.cgroup.anon_memory_bytes()
+            return held if held is not None else anon_memory_bytes(self.cgroup.pids())
+        return anon_memory_bytes(process_tree(self.pid)) if self._proc else 0
+
+    def peak_memory_bytes(self) -> int | None:
+        return self.cgroup.peak_memory_bytes() if self.cgroup is not None else None
+
+    def running(self) -> bool:
+        """Whether anything of the arm still runs: its cgroup is not empty (a service that
+        daemonises leaves its leader behind), or without a cgroup its leader lives."""
+        if self.cgroup is not None:
+            return bool(self.cgroup.pids())
+        return self.alive()
 
     @property
     def pid(self) -> int:
@@ -106,6 +146,9 @@ class LocalArm:
 
     def start(self, *, health_timeout_s: float = 30.0) -> LocalArm:
         cpus = self.cpus
+        if self._cgroup_name is not None:
+            self.cgroup, self.fallback = create_cgroup(self._cgroup_name)
+        join = self.cgroup.procs_files if self.cgroup is not None else ()
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
 
         try:
@@ -118,9 +161,17 @@ class LocalArm:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 # Pinned before exec, so the service never runs off its CPU set.
-                preexec_fn=child_setup(cpus),
+                preexec_fn=child_setup(cpus, join=join),
             )
+        except subprocess.SubprocessError as err:
+            self.stop()
+            raise ArmFailed(
+                f"arm {self.spec.name}: could not join its cgroup or CPU set before exec: {err}",
+                hint="set HAIRLINE_CGROUP=none to run without cgroups (CPU then comes from "
+                "procfs), or run hairline as a user that may write the cgroup",
+            ) from err
         except OSError as err:
+            self.stop()
             raise ArmFailed(
                 f"arm {self.spec.name}: cannot start {self.spec.command[0]!r}: {err}",
                 hint="check the start command in the service file",
@@ -130,7 +181,7 @@ class LocalArm:
                 log.close()  # type: ignore[union-attr]
         try:
             wait_http_ok(
-                self.url + self.spec.health_path, timeout_s=health_timeout_s, alive=self.alive
+                self.url + self.spec.health_path, timeout_s=health_timeout_s, alive=self.running
             )
         except ArmFailed as err:
             self.stop()
@@ -146,19 +197,33 @@ class LocalArm:
         return ("\n  log: " + "\n  log: ".join(tail)) if tail else ""
 
     def stop(self, *, grace_s: float = 5.0) -> None:
-        """SIGTERM the arm's process group, then SIGKILL what is left after ``grace_s``."""
-        proc = self._proc
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace_s)
+        """SIGTERM the arm (its cgroup, else its process group), SIGKILL what is left after
+        ``grace_s``, and remove the cgroup."""
+        proc, group = self._proc, self.cgroup
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        if group is not None:
+            for pid in group.pids():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace_s)
+        deadline = time.monotonic() + grace_s
+        while group is not None and group.pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
         # Children that ignored SIGTERM, or outlived a leader that exited, go too.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace_s)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        if group is not None:
+            group.kill()
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace_s)
+        if group is not None:
+            group.remove()
 
     def __enter__(self) -> LocalArm:
         return self

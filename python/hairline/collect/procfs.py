@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["anon_memory_bytes", "cpu_time_ns", "process_tree"]
+__all__ = ["anon_memory_bytes", "cpu_time_ns", "cpu_time_with_exited_ns", "process_tree"]
 
 _PROC = Path("/proc")
 
@@ -65,3 +65,34 @@ def anon_memory_bytes(pids: list[int], *, proc: Path = _PROC) -> int:
                 total += int(line.split()[1]) * 1024
                 break
     return total
+
+
+def _clock_ticks_per_s() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return 100
+
+
+def cpu_time_with_exited_ns(pids: list[int], *, proc: Path = _PROC) -> int:
+    """CPU time of ``pids`` including their exited threads and reaped children, from
+    ``/proc/PID/stat`` (utime, stime, cutime, cstime).
+
+    The fallback where no cgroup can be made: the kernel folds an exited thread's time into
+    its process's totals and a reaped child's into its parent's, so nothing that exited is
+    lost, but the unit is a clock tick (10 ms) and a daemon that left the tree is not seen.
+    """
+    ticks = 0
+    for pid in pids:
+        try:
+            stat = (proc / str(pid) / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command name (which may hold spaces and ')'): state is field 3,
+        # utime..cstime are fields 14..17.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        try:
+            ticks += sum(int(f) for f in fields[11:15])
+        except (ValueError, IndexError):
+            continue
+    return ticks * 1_000_000_000 // _clock_ticks_per_s()

@@ -1,0 +1,345 @@
+"""Arms in cgroups: whatever an arm starts is counted and killed with it.
+
+A process group is not a container: a start command whose child calls ``setsid`` leaves the
+group and outlived the experiment, and CPU read from ``/proc/PID/task/*`` at the end of a
+batch misses every thread (or forked child) that exited meanwhile, so a thread-per-connection
+server was measured at 1% of what it used. A cgroup fixes both: the kernel charges CPU to the
+cgroup as it is spent, exited tasks included, and membership is inherited by every fork,
+whatever it does to its session.
+
+Two layouts are real and both are supported:
+
+- **v2** (the unified hierarchy, most machines today): one directory per arm; CPU from
+  ``cpu.stat`` ``usage_usec``, anonymous memory from ``memory.stat`` ``anon`` and
+  ``memory.peak`` when the memory controller is enabled, ``cgroup.kill`` to stop.
+- **v1** (separate controller hierarchies, as on hairline's development and CI machines,
+  which mount v1 controllers beside an empty unified hierarchy): one directory per arm in
+  each of ``cpuacct`` (``cpuacct.usage``, ns), ``memory`` (``memory.stat`` ``total_rss``,
+  ``memory.max_usage_in_bytes``) and ``freezer`` (freeze, kill every task, thaw).
+
+``HAIRLINE_CGROUP`` chooses: ``auto`` (default: v2 when the unified hierarchy has the memory
+controller, else v1 when ``cpuacct`` is mounted, else v2 with its core files, else none),
+``v2``, ``v1`` or ``none``. Arm cgroups live in a ``hairline`` directory under this
+process's own cgroup and are named ``<prefix><arm>-<port>``, where the lab's prefix names the
+store and the experiment, so a processor taking over an experiment finds and kills what a
+dead one left by name (:func:`sweep`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = [
+    "ArmCgroup",
+    "CgroupMode",
+    "Hierarchies",
+    "cgroup_mode",
+    "create_cgroup",
+    "probe",
+    "sweep",
+]
+
+CgroupMode = Literal["v2", "v1", "none"]
+_V1_CONTROLLERS = ("cpuacct", "memory", "freezer")
+_KILL_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Hierarchies:
+    """What this machine mounts, and where this process's own cgroups are.
+
+    ``v2`` is the unified hierarchy's directory that holds this process's cgroup (or None);
+    ``v1`` maps each mounted v1 controller of interest to the same. Arm cgroups are made
+    under these, so they count against whatever limits this process's own cgroup has.
+    """
+
+    v2: Path | None
+    v2_controllers: frozenset[str]
+    v1: dict[str, Path]
+
+
+def _own_paths(proc: Path) -> dict[str, str]:
+    """``/proc/self/cgroup``: hierarchy key ("" for v2, else a controller) -> own path."""
+    own: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in (proc / "self" / "cgroup").read_text().splitlines():
+            parts = line.split(":", 2)
+            if len(parts) != 3:
+                continue
+            for controller in parts[1].split(",") if parts[1] else [""]:
+                own[controller] = parts[2]
+    return own
+
+
+def _inside(mount: Path, mount_root: str, own: str) -> Path:
+    """Where this process's cgroup ``own`` sits under a hierarchy mounted at ``mount`` whose
+    mount shows the hierarchy from ``mount_root`` (a container sees only part of it)."""
+    relative = os.path.relpath(own, mount_root) if own.startswith(mount_root) else "."
+    return (mount / relative).resolve() if relative != "." else mount
+
+
+def probe(*, proc: Path = Path("/proc")) -> Hierarchies:
+    """Read the cgroup mounts from ``/proc/self/mountinfo``."""
+    own = _own_paths(proc)
+    v2: Path | None = None
+    v1: dict[str, Path] = {}
+    try:
+        lines = (proc / "self" / "mountinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        root, mount, fstype = fields[3], Path(fields[4]), tail[0]
+        if fstype == "cgroup2" and v2 is None:
+            v2 = _inside(mount, root, own.get("", "/"))
+        elif fstype == "cgroup":
+            for controller in tail[2].split(","):
+                if controller in _V1_CONTROLLERS and controller not in v1:
+                    v1[controller] = _inside(mount, root, own.get(controller, "/"))
+    controllers: frozenset[str] = frozenset()
+    if v2 is not None:
+        with contextlib.suppress(OSError):
+            controllers = frozenset((v2 / "cgroup.controllers").read_text().split())
+    return Hierarchies(v2=v2, v2_controllers=controllers, v1=v1)
+
+
+def cgroup_mode(hierarchies: Hierarchies, wanted: str | None = None) -> CgroupMode:
+    """The mode to use: ``wanted`` (default ``$HAIRLINE_CGROUP`` or auto) if the machine has
+    it, else none. Raises ValueError for a name that is no mode."""
+    wanted = (wanted or os.environ.get("HAIRLINE_CGROUP") or "auto").strip().lower()
+    if wanted not in ("auto", "v2", "v1", "none"):
+        raise ValueError(f"HAIRLINE_CGROUP={wanted!r}: expected auto, v2, v1 or none")
+    has_v2 = hierarchies.v2 is not None
+    has_v1 = "cpuacct" in hierarchies.v1
+    if wanted == "v2":
+        return "v2" if has_v2 else "none"
+    if wanted == "v1":
+        return "v1" if has_v1 else "none"
+    if wanted == "none":
+        return "none"
+    if has_v2 and "memory" in hierarchies.v2_controllers:
+        return "v2"
+    if has_v1:
+        return "v1"
+    return "v2" if has_v2 else "none"
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _stat_field(path: Path, key: str) -> int | None:
+    """One ``key value`` line of a flat-keyed cgroup file (``cpu.stat``, ``memory.stat``)."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class ArmCgroup:
+    """One arm's cgroup: a directory per hierarchy used (one for v2, one per controller for
+    v1). Processes join it before they exec (:attr:`procs_files`)."""
+
+    def __init__(self, mode: CgroupMode, dirs: dict[str, Path]) -> None:
+        self.mode = mode
+        self.dirs = dirs
+
+    @property
+    def name(self) -> str:
+        return next(iter(self.dirs.values())).name
+
+    @property
+    def procs_files(self) -> tuple[str, ...]:
+        """The ``cgroup.procs`` files a new process writes its pid into to join."""
+        return tuple(str(d / "cgroup.procs") for d in self.dirs.values())
+
+    @property
+    def source(self) -> str:
+        """Where CPU and memory are read from, for reports."""
+        if self.mode == "v2":
+            return f"cgroup v2 ({self.dirs['v2']})"
+        return f"cgroup v1 ({', '.join(sorted(self.dirs))})"
+
+    def pids(self) -> list[int]:
+        seen: set[int] = set()
+        for d in self.dirs.values():
+            with contextlib.suppress(OSError):
+                seen.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+        return sorted(seen)
+
+    def cpu_ns(self) -> int:
+        """CPU time charged to the cgroup since it was made, exited tasks included."""
+        if self.mode == "v2":
+            usec = _stat_field(self.dirs["v2"] / "cpu.stat", "usage_usec")
+            return (usec or 0) * 1000
+        return _read_int(self.dirs["cpuacct"] / "cpuacct.usage") or 0
+
+    def anon_memory_bytes(self) -> int | None:
+        """Anonymous memory now, or None where the memory controller is not available."""
+        if self.mode == "v2":
+            return _stat_field(self.dirs["v2"] / "memory.stat", "anon")
+        if "memory" in self.dirs:
+            return _stat_field(self.dirs["memory"] / "memory.stat", "total_rss")
+        return None
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak memory charged since the cgroup was made (anonymous and page cache)."""
+        if self.mode == "v2":
+            return _read_int(self.dirs["v2"] / "memory.peak")
+        if "memory" in self.dirs:
+            return _read_int(self.dirs["memory"] / "memory.max_usage_in_bytes")
+        return None
+
+    def kill(self, *, timeout_s: float = _KILL_TIMEOUT_S) -> bool:
+        """SIGKILL every process in the cgroup, daemons included; True once it is empty."""
+        deadline = time.monotonic() + timeout_s
+        if self.mode == "v2":
+            kill_file = self.dirs["v2"] / "cgroup.kill"
+            if kill_file.exists():
+                with contextlib.suppress(OSError):
+                    kill_file.write_text("1")
+        frozen = self._freeze(True)
+        # A frozen cgroup cannot fork while we kill; without a freezer, loop until empty.
+        while True:
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if frozen:
+                self._freeze(False)
+                frozen = False
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        if frozen:
+            self._freeze(False)
+        return True
+
+    def _freeze(self, frozen: bool) -> bool:
+        if self.mode == "v2":
+            path, value = self.dirs["v2"] / "cgroup.freeze", "1" if frozen else "0"
+        elif "freezer" in self.dirs:
+            path, value = self.dirs["freezer"] / "freezer.state", "FROZEN" if frozen else "THAWED"
+        else:
+            return False
+        try:
+            path.write_text(value)
+        except OSError:
+            return False
+        return True
+
+    def remove(self, *, timeout_s: float = _KILL_TIMEOUT_S) -> bool:
+        """Kill what is left and remove the directories; True if all are gone."""
+        self.kill(timeout_s=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        for d in self.dirs.values():
+            while d.exists():
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    # Killed tasks leave the cgroup when their parent has reaped them.
+                    if time.monotonic() > deadline:
+                        return False
+                    time.sleep(0.02)
+            # The shared parent goes with its last arm, so nothing of hairline stays behind.
+            with contextlib.suppress(OSError):
+                d.parent.rmdir()
+        return True
+
+
+def _base_dirs(mode: CgroupMode, hierarchies: Hierarchies) -> dict[str, Path]:
+    if mode == "v2" and hierarchies.v2 is not None:
+        return {"v2": hierarchies.v2 / "hairline"}
+    if mode == "v1":
+        return {c: p / "hairline" for c, p in hierarchies.v1.items()}
+    return {}
+
+
+def _enable_v2_controllers(base: Path, parent: Path, available: frozenset[str]) -> None:
+    """Let arm cgroups have the memory and cpu controllers where the parent allows it. The
+    parent may hold processes (v2 forbids enabling then): CPU usage is a core file and is
+    read all the same; memory then comes from procfs."""
+    wanted = [c for c in ("cpu", "memory") if c in available]
+    for directory in (parent, base):
+        for controller in wanted:
+            with contextlib.suppress(OSError):
+                (directory / "cgroup.subtree_control").write_text(f"+{controller}")
+
+
+def create_cgroup(
+    name: str, *, mode: str | None = None, hierarchies: Hierarchies | None = None
+) -> tuple[ArmCgroup | None, str]:
+    """Make the cgroup ``name`` for one arm. Returns it, or None and the reason it could not
+    be made (so the caller can fall back to procfs and say why)."""
+    hierarchies = hierarchies or probe()
+    try:
+        chosen = cgroup_mode(hierarchies, mode)
+    except ValueError as err:
+        return None, str(err)
+    if chosen == "none":
+        return None, "no cgroup hierarchy is usable here (or HAIRLINE_CGROUP=none)"
+    dirs: dict[str, Path] = {}
+    try:
+        for key, base in _base_dirs(chosen, hierarchies).items():
+            for attempt in range(3):
+                base.mkdir(exist_ok=True)
+                if key == "v2":
+                    _enable_v2_controllers(base, base.parent, hierarchies.v2_controllers)
+                try:
+                    (base / name).mkdir(exist_ok=True)
+                    break
+                except FileNotFoundError:
+                    # Another arm's removal took the empty parent away meanwhile.
+                    if attempt == 2:
+                        raise
+            directory = base / name
+            if not os.access(directory / "cgroup.procs", os.W_OK):
+                raise PermissionError(f"{directory / 'cgroup.procs'} is not writable")
+            dirs[key] = directory
+    except OSError as err:
+        ArmCgroup(chosen, dirs).remove(timeout_s=0.5)
+        return None, f"cannot make a {chosen} cgroup: {err}"
+    return ArmCgroup(chosen, dirs), ""
+
+
+def _arm_cgroups(prefix: str, hierarchies: Hierarchies) -> Iterator[ArmCgroup]:
+    for mode in ("v2", "v1"):
+        groups: dict[str, dict[str, Path]] = {}
+        for key, base in _base_dirs(mode, hierarchies).items():
+            with contextlib.suppress(OSError):
+                for d in base.iterdir():
+                    if d.is_dir() and d.name.startswith(prefix):
+                        groups.setdefault(d.name, {})[key] = d
+        for dirs in groups.values():
+            yield ArmCgroup(mode, dirs)
+
+
+def sweep(prefix: str, *, hierarchies: Hierarchies | None = None) -> list[str]:
+    """Kill and remove every arm cgroup whose name starts with ``prefix`` (in both modes);
+    the names of those found."""
+    found = []
+    for group in _arm_cgroups(prefix, hierarchies or probe()):
+        group.remove()
+        found.append(group.name)
+    return sorted(set(found))
