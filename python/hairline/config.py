@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hairline.errors import ConfigError
 
@@ -140,13 +140,37 @@ class MetricConfig(_Model):
     """``[metrics.NAME]``: the smallest change that matters and which way is worse."""
 
     threshold: str = "1%"
-    direction: str = "higher-is-worse"
+    # Default: the built-in metric's own direction (BUILTIN_DIRECTIONS), else higher-is-worse.
+    direction: str | None = None
 
-    def policy(self) -> MetricPolicy:
-        return MetricPolicy(
-            threshold=parse_threshold(self.threshold),
-            direction=_DIRECTIONS[self.direction.lower()],
+    def policy(self, metric: str = "") -> MetricPolicy:
+        direction = (
+            _DIRECTIONS[self.direction.lower()]
+            if self.direction is not None
+            else builtin_direction(metric)
         )
+        return MetricPolicy(threshold=parse_threshold(self.threshold), direction=direction)
+
+
+# The lab's own metrics, each with the direction in which it gets worse. goodput_per_s is
+# what the service controls in an open-loop replay (answers that were not errors, per
+# second); the offered rate, which both arms get alike, is not a metric.
+BUILTIN_DIRECTIONS: dict[str, Direction] = {
+    "cpu_ns_per_request": "higher-is-worse",
+    "anon_memory_bytes": "higher-is-worse",
+    "peak_memory_bytes": "higher-is-worse",
+    "goodput_per_s": "lower-is-worse",
+    "error_rate": "higher-is-worse",
+    "latency_us": "higher-is-worse",
+    "latency_p50_us": "higher-is-worse",
+    "latency_p99_us": "higher-is-worse",
+}
+
+
+def builtin_direction(metric: str) -> Direction:
+    """The direction of a built-in metric (``name[endpoint]`` included); higher-is-worse for
+    any other (counters per request, CPU, latency: most things cost)."""
+    return BUILTIN_DIRECTIONS.get(metric.split("[", 1)[0], "higher-is-worse")
 
 
 class BuildConfig(_Model):
@@ -171,6 +195,9 @@ class ServiceConfig(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     build: BuildConfig = Field(default_factory=BuildConfig)
     metrics: dict[str, MetricConfig] = Field(default_factory=dict)
+    # A batch in which an arm answered more than this fraction of requests with errors is
+    # spoiled and run again (the arm is overloaded or broken; its CPU is not comparable).
+    max_error_rate: float = Field(default=0.01, ge=0, le=1)
     # Where the service file was read from; start and build paths are relative to it.
     root: str = "."
 
@@ -187,15 +214,43 @@ class ArmConfig(_Model):
 
 
 class LoadConfig(_Model):
-    rate_per_s: float = Field(gt=0)
+    """``[load]``. Without ``rate_per_s`` the lab calibrates it: a short ramp on the
+    baseline finds the rate at which the arm's CPUs are ``target_utilization`` busy
+    (docs/lab.md, "Calibrated load")."""
+
+    rate_per_s: float | None = Field(default=None, gt=0)
+    target_utilization: float = Field(default=0.6, gt=0, le=1)
     duration_s: float = Field(gt=0)
     warmup_rate_per_s: float | None = Field(default=None, gt=0)
     warmup_duration_s: float = Field(default=2.0, ge=0)
 
 
 class DesignConfig(_Model):
+    """``[design]``. ``trials = "auto"`` runs trials until the verdict of every metric in
+    ``decide_on`` is settled at its threshold, or ``max_trials`` (docs/stats.md,
+    "Sequential trials")."""
+
     name: Literal["fully-balanced", "request-balanced"] = "fully-balanced"
-    trials: int = Field(default=7, ge=1, le=1000)
+    trials: int | Literal["auto"] = Field(default=7)
+    max_trials: int = Field(default=15, ge=3, le=1000)
+    decide_on: list[str] = Field(default_factory=lambda: ["cpu_ns_per_request"], min_length=1)
+    max_batch_attempts: int = Field(default=3, ge=1, le=20)
+
+    @field_validator("trials")
+    @classmethod
+    def _trials_in_range(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= 1000:
+            raise ValueError('trials must be a whole number from 1 to 1000, or "auto"')
+        return value
+
+    @property
+    def sequential(self) -> bool:
+        return self.trials == "auto"
+
+    @property
+    def planned_trials(self) -> int:
+        """The trials to make room for: all of them, or at most ``max_trials``."""
+        return self.max_trials if self.trials == "auto" else int(self.trials)
 
 
 class AnalysisConfig(_Model):
@@ -224,7 +279,15 @@ class ExperimentConfig(_Model):
         return self.baseline or next(iter(self.arms))
 
     def policies(self) -> dict[str, MetricPolicy]:
-        return {name: metric.policy() for name, metric in self.service.metrics.items()}
+        """Every metric's policy: the service file's, and for the built-in metrics it does
+        not name, the default threshold in the metric's own direction."""
+        named = {name: metric.policy(name) for name, metric in self.service.metrics.items()}
+        builtin = {
+            name: MetricPolicy(direction=direction)
+            for name, direction in BUILTIN_DIRECTIONS.items()
+            if direction != "higher-is-worse"
+        }
+        return builtin | named
 
     def as_aa(self) -> ExperimentConfig:
         """The A/A form: every arm is the baseline (same build, same arguments)."""
@@ -348,7 +411,7 @@ def _check_service(
             parse_threshold(mc.threshold)
         except ConfigError as err:
             svc(("metrics", metric, "threshold"), err.message, err.hint or "")
-        if mc.direction.lower() not in _DIRECTIONS:
+        if mc.direction is not None and mc.direction.lower() not in _DIRECTIONS:
             svc(
                 ("metrics", metric, "direction"),
                 f"{mc.direction!r} is not a direction",

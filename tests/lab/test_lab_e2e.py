@@ -29,7 +29,7 @@ HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 SERVICE = """\
 [service]
 name = "sample-{tag}"
-start = "{{engine}} sample-service --port {{port}} --warmup-s 0.3 {extra}"
+start = "{start}"
 health = "{health}"
 health_timeout_s = {health_timeout_s}
 warm = "/warm"
@@ -76,10 +76,16 @@ def write_experiment(
     health: str = "/healthz",
     health_timeout_s: float = 10,
     extra: str = "",
+    daemon: str | None = None,
 ) -> Path:
+    """An experiment of the sample service; ``daemon`` makes its start command also leave a
+    ``sleep <daemon>`` behind in a session of its own, as a daemonising service does."""
     folder.mkdir(parents=True, exist_ok=True)
+    start = f"{{engine}} sample-service --port {{port}} --warmup-s 0.3 {extra}"
+    if daemon is not None:
+        start = f"sh -c 'setsid sleep {daemon} </dev/null >/dev/null 2>&1 & exec {start}'"
     (folder / "service.toml").write_text(
-        SERVICE.format(tag=tag, health=health, health_timeout_s=health_timeout_s, extra=extra)
+        SERVICE.format(tag=tag, health=health, health_timeout_s=health_timeout_s, start=start)
     )
     path = folder / "experiment.toml"
     path.write_text(
@@ -107,8 +113,39 @@ def hairline(
     )  # fmt: skip
 
 
+def daemons(marker: str) -> list[int]:
+    """Live processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def assert_no_daemon(marker: str) -> None:
+    deadline = time.monotonic() + 5
+    while daemons(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert daemons(marker) == []
+
+
+def arm_cgroups() -> list[str]:
+    """hairline's arm cgroups on this machine, in every hierarchy."""
+    found = []
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        for base in hierarchy.rglob("hairline"):
+            found += [d.name for d in base.iterdir() if d.is_dir() and d.name.startswith("hl")]
+    return found
+
+
 def assert_nothing_left(home: Path) -> None:
-    """No arm of any experiment alive, no host allocated."""
+    """No arm of any experiment alive, no host allocated, no arm cgroup left."""
     store = open_store(home=home)
     try:
         with store.transaction() as session:
@@ -121,6 +158,7 @@ def assert_nothing_left(home: Path) -> None:
         time.sleep(0.1)
     assert [g for g in groups if group_alive(g)] == []
     assert held == []
+    assert arm_cgroups() == []
 
 
 @pytest.mark.slow
@@ -226,7 +264,8 @@ def test_a_file_with_several_mistakes_reports_them_all_and_runs_nothing(
 def test_a_processor_killed_mid_trial_is_taken_over_and_no_trial_is_lost_or_doubled(
     tmp_path: Path, engine_path: Path
 ) -> None:
-    path = write_experiment(tmp_path / "kill", tag="kill", trials=3, duration_s=2.0)
+    marker = f"{5000 + os.getpid() % 1000}.25"
+    path = write_experiment(tmp_path / "kill", tag="kill", trials=3, duration_s=2.0, daemon=marker)
     home = tmp_path / "home"
     queued = hairline("run", str(path), "--no-process", "--no-wait", home=home,
                       engine=engine_path)  # fmt: skip
@@ -284,6 +323,44 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_no_trial_is_lost_or_doub
             first.kill()
         store.close()
     assert_nothing_left(home)
+    assert_no_daemon(marker)
+
+
+def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    marker = f"{6000 + os.getpid() % 1000}.5"
+    path = write_experiment(
+        tmp_path / "d", tag="daemon", trials=1, duration_s=0.5, model="welch-none", daemon=marker
+    )
+    home = tmp_path / "home"
+    done = hairline("run", str(path), home=home, engine=engine_path)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert_nothing_left(home)
+    assert_no_daemon(marker)
+
+    path = write_experiment(
+        tmp_path / "i", tag="daemon-int", trials=3, duration_s=2.0, daemon=marker
+    )
+    env = {**os.environ, "HAIRLINE_ENGINE": str(engine_path)}
+    run = subprocess.Popen(
+        [*HAIRLINE, "run", str(path), "--home", str(home)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not daemons(marker):
+            assert time.monotonic() < deadline, "the arms never started"
+            assert run.poll() is None, "the run ended early"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=30) != 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert_nothing_left(home)
+    assert_no_daemon(marker)
 
 
 NGINX_EXAMPLE = Path(__file__).parents[2] / "examples" / "nginx-gzip"

@@ -104,13 +104,27 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _trials_text(config: ExperimentConfig) -> str:
+    design = config.design
+    if design.sequential:
+        return f"trials until settled (at most {design.max_trials})"
+    return f"{design.trials} trials"
+
+
+def _rate_text(config: ExperimentConfig) -> str:
+    if config.load.rate_per_s is not None:
+        return f"{config.load.rate_per_s:g} requests/s"
+    return f"rate calibrated to {config.load.target_utilization:.0%} busy"
+
+
 class _Display:
     """Progress while an experiment runs: phase lines and a bar over its batches."""
 
     def __init__(self, out: Console, config: ExperimentConfig) -> None:
         self.out = out
-        self.batches = config.design.trials * len(config.arms if config.design.name ==
-                                                  "fully-balanced" else [0])  # fmt: skip
+        self.batches = config.design.planned_trials * len(
+            config.arms if config.design.name == "fully-balanced" else [0]
+        )
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(),
             TextColumn("{task.completed}/{task.total} batches"), TimeElapsedColumn(),
@@ -285,7 +299,8 @@ def _lab_command(kind: str) -> Callable[..., None]:
         if check:
             out.print(
                 f"{_esc(str(file))}: ok ({config.service.name}, arms "
-                f"{', '.join(config.arms)}, {config.design.trials} trials, {config.design.name})"
+                f"{', '.join(config.arms)}, {_trials_text(config)}, {config.design.name}, "
+                f"{_rate_text(config)})"
             )
             sys.exit(EXIT_OK)
         store = open_store(db_url, home=home)

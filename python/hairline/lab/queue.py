@@ -107,7 +107,7 @@ def enqueue(
             session.add(
                 Arm(experiment_id=experiment.id, name=name, position=position, source=source)
             )
-        for index in range(config.design.trials):
+        for index in range(config.design.planned_trials):
             session.add(
                 Trial(experiment_id=experiment.id, index=index, state="pending", attempts=0)
             )

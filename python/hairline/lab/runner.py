@@ -5,15 +5,23 @@ warm up with the engine at the warm-up rate (until every arm reports warm), snap
 collectors, replay the trace to all arms in lockstep for the measurement phase, snapshot
 again. Arms are stopped on every exit path, including SIGINT.
 
+Each arm runs in its own cgroup; CPU per request is the CPU its cgroup used in the
+measurement window over the responses it sent. A batch whose comparison is spoiled
+(:mod:`hairline.lab.validity`) is run again, up to ``max_batch_attempts``; then the trial is
+left out (:class:`TrialLeftOut`). Each attempt leaves a record (``t<T>b<B>a<K>.batch.json``:
+accepted or why not, and what CPU was read from) beside the engine's summary.
+
 Observations follow DESIGN.md's data model. Per-request rows (``latency_us``) carry the
-request id and the intended send time ``t``; per-batch rows (CPU, memory, throughput,
+request id and the intended send time ``t``; per-batch rows (CPU, memory, goodput,
 errors, counters per request) leave the request empty.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +31,27 @@ import pyarrow as pa
 
 from hairline import engine
 from hairline.arms.local import ArmSpec, LocalArm, free_port
-from hairline.collect.procfs import anon_memory_bytes, cpu_time_ns, process_tree
 from hairline.collect.prometheus import Sample, scrape
+from hairline.errors import HairlineError
 from hairline.lab.schedule import Batch, LabDesign, schedule
+from hairline.lab.validity import ArmReading, batch_problems
 from hairline.procs import thread_pinned_to
+from hairline.report.jsonout import write_json
 
-__all__ = ["ArmDef", "ArmStarted", "RunPlan", "run_trial", "run_trials"]
+__all__ = [
+    "ArmDef",
+    "ArmStarted",
+    "RunPlan",
+    "TrialLeftOut",
+    "cgroup_name",
+    "run_trial",
+    "run_trials",
+]
+
+
+class TrialLeftOut(HairlineError):
+    """A trial's batch was spoiled in every attempt; the trial is left out of the analysis
+    with this reason (the experiment goes on)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +80,11 @@ class RunPlan:
     warm_timeout_s: float = 60.0
     counters: Sequence[str] = field(default=())
     engine_cpus: tuple[int, ...] | None = None
+    # Names every arm cgroup of this plan (the lab: store and experiment), so a processor
+    # taking over finds what a dead one left.
+    cgroup_prefix: str = "hl-"
+    max_batch_attempts: int = 3
+    max_error_rate: float = 0.01
 
     @property
     def harness_cpus(self) -> tuple[int, ...]:
@@ -88,19 +116,20 @@ ArmStarted = Callable[[Batch, str, int, int, int], None]
 
 
 class _MemorySampler:
-    """Samples anonymous memory of each arm's process tree every ``interval_s``."""
+    """Samples each arm's anonymous memory every ``interval_s`` (from its cgroup, or its
+    process tree where it has none)."""
 
-    def __init__(self, pids: dict[str, int], interval_s: float = 0.25) -> None:
-        self._pids = pids
+    def __init__(self, arms: dict[str, LocalArm], interval_s: float = 0.25) -> None:
+        self._arms = arms
         self._interval_s = interval_s
         self._stop = threading.Event()
-        self.samples: dict[str, list[int]] = {name: [] for name in pids}
+        self.samples: dict[str, list[int]] = {name: [] for name in arms}
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
-            for name, pid in self._pids.items():
-                self.samples[name].append(anon_memory_bytes(process_tree(pid)))
+            for name, arm in self._arms.items():
+                self.samples[name].append(arm.anon_memory_bytes())
 
     def __enter__(self) -> _MemorySampler:
         self._thread.start()
@@ -183,6 +212,16 @@ def run_trial(
     return pa.concat_tables([table, *per_request], promote_options="permissive")
 
 
+@dataclass
+class _Attempt:
+    """One attempt at a batch: its observation rows, per-request table and verdict."""
+
+    rows: list[tuple[str, int, str, float]]
+    per_request: pa.Table
+    problems: list[str]
+    record: dict[str, object]
+
+
 def _run_batches(
     plan: RunPlan,
     batches: Sequence[Batch],
@@ -192,90 +231,166 @@ def _run_batches(
     check: Callable[[], None] | None,
 ) -> list[pa.Table]:
     per_request: list[pa.Table] = []
-    by_name = {a.name: a for a in plan.arms}
     plan.workdir.mkdir(parents=True, exist_ok=True)
     for batch in batches:
+        problems: list[str] = []
+        for attempt in range(1, plan.max_batch_attempts + 1):
+            if check:
+                check()
+            result = _run_batch(plan, batch, attempt, progress, on_arm_started, check)
+            problems = result.problems
+            record = {**result.record, "accepted": not problems, "problems": problems}
+            write_json(plan.workdir / f"{_tag(batch, attempt)}.batch.json", record)
+            if not problems:
+                break
+            if progress:
+                progress(batch, f"spoiled (attempt {attempt}): {'; '.join(problems)}")
+        else:
+            raise TrialLeftOut(
+                f"batch {batch.batch + 1} was spoiled in all {plan.max_batch_attempts} "
+                f"attempts (last: {'; '.join(problems)})"
+            )
+        for arm, host, metric, value in result.rows:
+            add(batch, arm, host, metric, value)
+        per_request.append(result.per_request)
+    return per_request
+
+
+def _tag(batch: Batch, attempt: int) -> str:
+    return f"t{batch.trial}b{batch.batch}a{attempt}"
+
+
+def cgroup_name(prefix: str, arm: str, port: int) -> str:
+    """An arm's cgroup: the plan's prefix (store and experiment) then arm and port; only
+    characters a cgroup name may hold."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{prefix}{arm}-{port}")
+
+
+def _run_batch(
+    plan: RunPlan,
+    batch: Batch,
+    attempt: int,
+    progress: Progress | None,
+    on_arm_started: ArmStarted | None,
+    check: Callable[[], None] | None,
+) -> _Attempt:
+    by_name = {a.name: a for a in plan.arms}
+    tag = _tag(batch, attempt)
+    with contextlib.ExitStack() as stack:
+        running: dict[str, LocalArm] = {}
+        for host, arm_name in enumerate(batch.arm_on_host):
+            port = free_port()
+            arm = stack.enter_context(
+                LocalArm(
+                    by_name[arm_name].spec(port, plan.hosts[host]),
+                    port=port,
+                    cpus=plan.hosts[host],
+                    log_path=plan.workdir / f"{tag}-{arm_name}.log",
+                    cgroup=cgroup_name(plan.cgroup_prefix, arm_name, port),
+                )
+            )
+            if progress:
+                progress(batch, f"starting {arm_name} on host {host}")
+            arm.start(health_timeout_s=plan.health_timeout_s)
+            running[arm_name] = arm
+            if on_arm_started:
+                on_arm_started(batch, arm_name, host, arm.pid, port)
+        host_of = {name: host for host, name in enumerate(batch.arm_on_host)}
+        names = list(running)
+
+        if progress:
+            progress(batch, "warming up")
+        engine.warm_up(
+            targets={n: running[n].url for n in names},
+            trace=plan.trace,
+            rate_per_s=plan.warmup_rate_per_s,
+            duration_s=plan.warmup_duration_s,
+            warm_urls={
+                n: running[n].url + path
+                for n in names
+                if (path := by_name[n].warm_path) is not None
+            },
+            warm_timeout_s=plan.warm_timeout_s,
+            cpus=plan.harness_cpus,
+            spin_us=plan.engine_spin_us,
+        )
         if check:
             check()
-        tag = f"t{batch.trial}b{batch.batch}"
-        with contextlib.ExitStack() as stack:
-            running: dict[str, LocalArm] = {}
-            for host, arm_name in enumerate(batch.arm_on_host):
-                port = free_port()
-                arm = stack.enter_context(
-                    LocalArm(
-                        by_name[arm_name].spec(port, plan.hosts[host]),
-                        port=port,
-                        cpus=plan.hosts[host],
-                        log_path=plan.workdir / f"{tag}-{arm_name}.log",
-                    )
-                )
-                if progress:
-                    progress(batch, f"starting {arm_name} on host {host}")
-                arm.start(health_timeout_s=plan.health_timeout_s)
-                running[arm_name] = arm
-                if on_arm_started:
-                    on_arm_started(batch, arm_name, host, arm.pid, port)
-            host_of = {name: host for host, name in enumerate(batch.arm_on_host)}
-            names = list(running)
 
-            if progress:
-                progress(batch, "warming up")
-            engine.warm_up(
+        metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
+        counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
+        cpu_before = {n: running[n].cpu_ns() for n in names}
+        if progress:
+            progress(batch, "measuring")
+        started = time.monotonic()
+        with _MemorySampler(running) as memory:
+            measured = engine.measure(
                 targets={n: running[n].url for n in names},
                 trace=plan.trace,
-                rate_per_s=plan.warmup_rate_per_s,
-                duration_s=plan.warmup_duration_s,
-                warm_urls={
-                    n: running[n].url + path
-                    for n in names
-                    if (path := by_name[n].warm_path) is not None
-                },
-                warm_timeout_s=plan.warm_timeout_s,
+                rate_per_s=plan.rate_per_s,
+                duration_s=plan.duration_s,
+                requests_path=plan.workdir / f"{tag}.requests",
+                summary_path=plan.workdir / f"{tag}.json",
                 cpus=plan.harness_cpus,
                 spin_us=plan.engine_spin_us,
             )
-            if check:
-                check()
+        cpu_after = {n: running[n].cpu_ns() for n in names}
+        wall_s = time.monotonic() - started
+        alive = {n: running[n].running() for n in names}
+        peak = {n: running[n].peak_memory_bytes() for n in names}
+        counters_after = {n: scrape(u) for n, u in metrics_urls.items()}
+        measured_by = {n: running[n].measured_by for n in names}
+        fallback = {n: running[n].fallback for n in names if running[n].fallback}
 
-            pids = {n: running[n].pid for n in names}
-            metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
-            counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
-            cpu_before = {n: cpu_time_ns(process_tree(pid)) for n, pid in pids.items()}
-            if progress:
-                progress(batch, "measuring")
-            with _MemorySampler(pids) as memory:
-                measured = engine.measure(
-                    targets={n: running[n].url for n in names},
-                    trace=plan.trace,
-                    rate_per_s=plan.rate_per_s,
-                    duration_s=plan.duration_s,
-                    requests_path=plan.workdir / f"{tag}.requests",
-                    summary_path=plan.workdir / f"{tag}.json",
-                    cpus=plan.harness_cpus,
-                    spin_us=plan.engine_spin_us,
-                )
-            cpu_after = {n: cpu_time_ns(process_tree(pid)) for n, pid in pids.items()}
-            counters_after = {n: scrape(u) for n, u in metrics_urls.items()}
-
-        for n in names:
-            host = host_of[n]
-            target = measured.targets[n]
-            served = max(target.requests, 1)
-            add(batch, n, host, "cpu_ns_per_request", (cpu_after[n] - cpu_before[n]) / served)
-            if memory.samples[n]:
-                add(batch, n, host, "anon_memory_bytes", float(np.mean(memory.samples[n])))
-            add(batch, n, host, "throughput_per_s", target.achieved_rate_per_s)
-            add(batch, n, host, "error_rate", target.errors / served)
-            add(batch, n, host, "latency_p50_us", target.latency_us.p50)
-            add(batch, n, host, "latency_p99_us", target.latency_us.p99)
-            if n in counters_before:
-                per_request_counts = _counters_per_request(
-                    counters_before[n], counters_after[n], plan.counters, target
-                )
-                for metric, value in sorted(per_request_counts.items()):
-                    add(batch, n, host, f"{metric}_per_request", value)
-        per_request.append(
-            engine.latency_rows(measured, trial=batch.trial, batch=batch.batch, host_of=host_of)
+    readings = {
+        n: ArmReading(
+            requests=measured.targets[n].requests,
+            errors=measured.targets[n].errors,
+            cpu_ns=cpu_after[n] - cpu_before[n],
+            cpus=len(plan.hosts[host_of[n]]),
+            running=alive[n],
         )
-    return per_request
+        for n in names
+    }
+    problems = batch_problems(
+        readings,
+        failed_gates=[(g.name, g.detail) for g in measured.gates if not g.passed],
+        wall_s=wall_s,
+        max_error_rate=plan.max_error_rate,
+    )
+    rows: list[tuple[str, int, str, float]] = []
+    for n in names:
+        host, target = host_of[n], measured.targets[n]
+        served = max(target.requests, 1)
+        rows.append((n, host, "cpu_ns_per_request", readings[n].cpu_ns / served))
+        if memory.samples[n]:
+            rows.append((n, host, "anon_memory_bytes", float(np.mean(memory.samples[n]))))
+        if peak[n] is not None:
+            rows.append((n, host, "peak_memory_bytes", float(peak[n] or 0)))
+        rows.append((n, host, "goodput_per_s", (target.requests - target.errors) / plan.duration_s))
+        rows.append((n, host, "error_rate", target.errors / served))
+        rows.append((n, host, "latency_p50_us", target.latency_us.p50))
+        rows.append((n, host, "latency_p99_us", target.latency_us.p99))
+        if n in counters_before:
+            per_request_counts = _counters_per_request(
+                counters_before[n], counters_after[n], plan.counters, target
+            )
+            for metric, value in sorted(per_request_counts.items()):
+                rows.append((n, host, f"{metric}_per_request", value))
+    record: dict[str, object] = {
+        "trial": batch.trial,
+        "batch": batch.batch,
+        "attempt": attempt,
+        "summary": f"{tag}.json",
+        "measured_by": measured_by,
+        "cgroup_fallback": fallback,
+        "wall_s": wall_s,
+    }
+    return _Attempt(
+        rows=rows,
+        per_request=engine.latency_rows(
+            measured, trial=batch.trial, batch=batch.batch, host_of=host_of
+        ),
+        problems=problems,
+        record=record,
+    )

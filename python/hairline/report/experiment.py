@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, select
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.lab.analysis import Analysis
-from hairline.lab.processor import analyze_experiment, experiment_observations
+from hairline.lab.results import analyze_experiment, experiment_observations
 from hairline.report.context import ArmReport, ExperimentReport, HostReport, load_notes
 from hairline.store.db import Store
 from hairline.store.models import Arm, Experiment, Host, Run, Service, Trial
@@ -20,16 +21,73 @@ from hairline.store.observations import Observations, observations_from_table
 __all__ = ["load_report"]
 
 
-def _load_summaries(runs: Path) -> dict[str, dict[str, object]]:
-    """The engine's summary of each batch's measurement (``runs/t<trial>b<batch>.json``);
-    an unreadable one is skipped: the report must not fail over a note."""
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _batch_records(runs: Path) -> list[dict[str, Any]]:
+    """The runner's record of each batch attempt (``t<T>b<B>a<K>.batch.json``); an
+    unreadable one is skipped: the report must not fail over a note."""
+    records = [_read_json(p) for p in sorted(runs.glob("t*b*a*.batch.json"))]
+    return [r for r in records if r is not None]
+
+
+def _load_summaries(runs: Path, records: list[dict[str, Any]]) -> dict[str, dict[str, object]]:
+    """The engine's summary of each accepted batch attempt's measurement."""
     summaries: dict[str, dict[str, object]] = {}
-    for path in sorted(runs.glob("t*b*.json")):
-        try:
-            summaries[path.stem] = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for record in records:
+        if record.get("accepted") and (summary := _read_json(runs / str(record["summary"]))):
+            summaries[str(record["summary"]).removesuffix(".json")] = summary
     return summaries
+
+
+def measurement_notes(
+    records: list[dict[str, Any]], trial_notes: list[tuple[int, str, str]], calibration: str | None
+) -> tuple[str, ...]:
+    """Notes on how the measurement went: CPU not read from cgroups (loud: exited threads
+    and daemons may be missed), batches run again and why, trials left out or not needed,
+    and the calibrated rate."""
+    notes: list[str] = []
+    fallback = {
+        arm: why
+        for r in records
+        for arm, why in (r.get("cgroup_fallback") or {}).items()
+    }  # fmt: skip
+    for arm, why in sorted(fallback.items()):
+        notes.append(
+            f"WARNING: arm {arm} ran without a cgroup ({why}); its CPU comes from procfs "
+            "in 10 ms ticks and misses daemons that left its process tree"
+        )
+    for r in records:
+        if not r.get("accepted"):
+            notes.append(
+                f"trial {int(r['trial']) + 1} batch {int(r['batch']) + 1} attempt "
+                f"{r['attempt']} was spoiled and run again: {'; '.join(r.get('problems', []))}"
+            )
+    for index, state, note in trial_notes:
+        word = "left out" if state == "excluded" else "not run"
+        notes.append(f"trial {index + 1} {word}: {note}")
+    if calibration:
+        data = json.loads(calibration)
+        notes.append(
+            f"rate calibrated to {data['rate_per_s']:g} requests/s "
+            f"({data['target_utilization']:.0%} busy) in {len(data['steps'])} steps"
+        )
+    return tuple(notes)
+
+
+def _trials(
+    config: ExperimentConfig, phase: str, done: int, trial_notes: list[tuple[int, str, str]]
+) -> int:
+    """The trials to show: those planned, or under a sequential design that finished, those
+    it ran (done and left out)."""
+    if config.design.sequential and phase in ("done", "failed"):
+        return done + sum(1 for _, state, _ in trial_notes if state == "excluded")
+    return config.design.planned_trials
 
 
 def _time(value: float | None) -> datetime | None:
@@ -84,6 +142,18 @@ def load_report(store: Store, experiment_id: int) -> ExperimentReport:
             for a in arms
         )
         phase, failure, kind = row.phase, row.failure, row.kind
+        rate_per_s, calibration = row.rate_per_s, row.calibration
+        trial_notes = [
+            (t.index, t.state, t.note or "")
+            for t in session.scalars(
+                select(Trial)
+                .where(
+                    Trial.experiment_id == experiment_id,
+                    Trial.state.in_(("excluded", "skipped")),
+                )
+                .order_by(Trial.index)
+            )
+        ]
         created, started, finished = row.created_at, row.started_at, row.finished_at
     analysis: Analysis | None = None
     observations: Observations | None = None
@@ -99,6 +169,7 @@ def load_report(store: Store, experiment_id: int) -> ExperimentReport:
             config = config.as_aa()
         analysis = analyze_experiment(store, experiment_id, config, history_ids=history_ids)
     html = artifacts / "report.html"
+    records = _batch_records(artifacts / "runs")
     return ExperimentReport(
         experiment_id=experiment_id,
         service=service.name if service else config.service.name,
@@ -109,9 +180,9 @@ def load_report(store: Store, experiment_id: int) -> ExperimentReport:
         started_at=_time(started),
         finished_at=_time(finished),
         design=config.design.name,
-        trials=config.design.trials,
+        trials=_trials(config, phase, int(done or 0), trial_notes),
         trials_done=int(done or 0),
-        rate_per_s=config.load.rate_per_s,
+        rate_per_s=rate_per_s or config.load.rate_per_s or 0.0,
         duration_s=config.load.duration_s,
         model=config.analysis.model,
         arms=arm_reports,
@@ -119,5 +190,6 @@ def load_report(store: Store, experiment_id: int) -> ExperimentReport:
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,
-        notes=load_notes(_load_summaries(artifacts / "runs")),
+        notes=measurement_notes(records, trial_notes, calibration)
+        + load_notes(_load_summaries(artifacts / "runs", records)),
     )

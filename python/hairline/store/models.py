@@ -70,6 +70,10 @@ class Experiment(Base):
     lease_expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     claims: Mapped[int] = mapped_column(Integer, default=0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The replay rate used: the experiment file's, or the one calibration found (with the
+    # calibration's steps as JSON), so that every trial and the report use the same.
+    rate_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    calibration: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class Arm(Base):
@@ -112,7 +116,10 @@ class Trial(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
     index: Mapped[int] = mapped_column(Integer)
-    state: Mapped[str] = mapped_column(String(16))  # pending | running | done
+    # pending | running | done | excluded (its batches were spoiled in every attempt) |
+    # skipped (a sequential design settled before it was needed)
+    state: Mapped[str] = mapped_column(String(16))
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)  # why excluded or skipped
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     observations: Mapped[str | None] = mapped_column(Text, nullable=True)
     processor: Mapped[str | None] = mapped_column(String(200), nullable=True)

@@ -1,0 +1,180 @@
+"""Calibrated load: the replay rate at which the baseline keeps its CPUs busy by a target.
+
+CPU per request at low load is not what production pays: an idle server's cost per
+request is dominated by wake-ups and idle exits, which depend on timing (nginx serving small
+files: 49 to 94 µs per request from trial to trial at 5% busy, 44 to 46 µs at 20%). So
+when the experiment file names no ``[load] rate_per_s``, the lab finds one before the
+trials: a short ramp on the baseline arm alone, each step a few seconds of the trace at one
+rate, measuring the arm's cgroup CPU over its CPUs' wall time (utilisation). The next rate
+scales the last by target / measured utilisation (cost per request falls as load rises, so
+this converges from below in a few steps); a step the engine cannot drive (rate or dropped
+gate failed) or that the arm answers with errors caps the search below it. The chosen rate
+is the passing step closest to the target, scaled to it, and never above a failed step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+from hairline import engine
+from hairline.arms.local import LocalArm, free_port
+from hairline.errors import HairlineError
+from hairline.lab.runner import ArmDef, RunPlan, cgroup_name
+
+__all__ = ["Calibration", "CalibrationStep", "calibrate", "next_rate"]
+
+# Within this fraction of the target utilisation a step is close enough to stop.
+_CLOSE = 0.05
+# How far one step may move the rate: the first steps are far from the target.
+_MAX_GROWTH, _MAX_SHRINK = 4.0, 0.5
+
+
+@dataclass(frozen=True)
+class CalibrationStep:
+    rate_per_s: float
+    utilization: float
+    cpu_ns_per_request: float
+    passed: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    rate_per_s: float
+    target_utilization: float
+    host: int
+    steps: tuple[CalibrationStep, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class CalibrationFailed(HairlineError):
+    """No replay rate kept the baseline's load valid."""
+
+
+def next_rate(steps: Sequence[CalibrationStep], target: float) -> float | None:
+    """The rate to try next, or None when the last passing step is close enough. Pure."""
+    passing = [s for s in steps if s.passed and s.utilization > 0]
+    failing = [s.rate_per_s for s in steps if not s.passed]
+    ceiling = min(failing) if failing else float("inf")
+    if not passing:
+        # Even the first rate spoiled the load: halve until something passes.
+        return ceiling * _MAX_SHRINK
+    last = passing[-1] if steps[-1].passed else max(passing, key=lambda s: s.rate_per_s)
+    if steps[-1].passed and abs(last.utilization / target - 1) <= _CLOSE:
+        return None
+    factor = min(max(target / last.utilization, _MAX_SHRINK), _MAX_GROWTH)
+    rate = last.rate_per_s * factor
+    if rate >= ceiling:
+        # Between the best passing rate and the lowest failing one.
+        rate = (last.rate_per_s * ceiling) ** 0.5
+        if ceiling / last.rate_per_s < 1.05:
+            return None
+    return rate
+
+
+def chosen_rate(steps: Sequence[CalibrationStep], target: float) -> float | None:
+    """The rate to run the trials at: the passing step closest to the target, scaled to it,
+    and below any failing step."""
+    passing = [s for s in steps if s.passed and s.utilization > 0]
+    if not passing:
+        return None
+    best = min(passing, key=lambda s: abs(s.utilization - target))
+    rate = best.rate_per_s * min(max(target / best.utilization, _MAX_SHRINK), 1.25)
+    failing = [s.rate_per_s for s in steps if not s.passed]
+    if failing:
+        rate = min(rate, max(best.rate_per_s, 0.9 * min(failing)))
+    return rate
+
+
+def calibrate(
+    plan: RunPlan,
+    arm: ArmDef,
+    *,
+    target_utilization: float,
+    start_rate_per_s: float = 100.0,
+    step_s: float = 2.0,
+    max_steps: int = 7,
+    progress: Callable[[str], None] | None = None,
+) -> Calibration:
+    """Ramp ``arm`` alone on one host to ``target_utilization``; see the module's doc."""
+    # The host the engine does not share, where there is one: its CPU is the arm's alone.
+    host = len(plan.hosts) - 1 if plan.engine_cpus is None else 0
+    cpus = plan.hosts[host]
+    port = free_port()
+    steps: list[CalibrationStep] = []
+    with LocalArm(
+        arm.spec(port, cpus),
+        port=port,
+        cpus=cpus,
+        log_path=plan.workdir / f"calibration-{arm.name}.log",
+        cgroup=cgroup_name(plan.cgroup_prefix, f"calibrate-{arm.name}", port),
+    ) as running:
+        plan.workdir.mkdir(parents=True, exist_ok=True)
+        running.start(health_timeout_s=plan.health_timeout_s)
+        warm_url = running.url + arm.warm_path if arm.warm_path else None
+        engine.warm_up(
+            targets={arm.name: running.url},
+            trace=plan.trace,
+            rate_per_s=start_rate_per_s,
+            duration_s=plan.warmup_duration_s,
+            warm_urls={arm.name: warm_url} if warm_url else {},
+            warm_timeout_s=plan.warm_timeout_s,
+            cpus=plan.harness_cpus,
+            spin_us=plan.engine_spin_us,
+        )
+        rate: float | None = start_rate_per_s
+        while rate is not None and len(steps) < max_steps:
+            steps.append(_step(plan, running, rate, step_s, cpus))
+            s = steps[-1]
+            if progress:
+                progress(
+                    f"calibrating: {s.rate_per_s:.0f}/s -> {s.utilization:.0%} busy"
+                    + ("" if s.passed else f" ({s.note})")
+                )
+            rate = next_rate(steps, target_utilization)
+    final = chosen_rate(steps, target_utilization)
+    if final is None:
+        raise CalibrationFailed(
+            f"calibration: no rate from {start_rate_per_s:g}/s down kept {arm.name}'s load "
+            f"valid ({steps[-1].note if steps else 'no step ran'})",
+            hint="set [load] rate_per_s in the experiment file, or look at the arm's log",
+        )
+    return Calibration(
+        rate_per_s=round(final, 1),
+        target_utilization=target_utilization,
+        host=host,
+        steps=tuple(steps),
+    )
+
+
+def _step(
+    plan: RunPlan, arm: LocalArm, rate: float, step_s: float, cpus: Sequence[int]
+) -> CalibrationStep:
+    before = arm.cpu_ns()
+    try:
+        result = engine.measure(
+            targets={arm.spec.name: arm.url},
+            trace=plan.trace,
+            rate_per_s=rate,
+            duration_s=step_s,
+            cpus=plan.harness_cpus,
+            spin_us=plan.engine_spin_us,
+        )
+    except HairlineError as err:
+        return CalibrationStep(rate, 0.0, 0.0, passed=False, note=err.message)
+    used_ns = arm.cpu_ns() - before
+    target = result.targets[arm.spec.name]
+    # Over the time the arm was loaded, not the engine's start and stop around it.
+    utilization = used_ns / (len(cpus) * step_s * 1e9)
+    notes = [f"{g.name} gate failed" for g in result.gates
+             if not g.passed and g.name in ("rate", "dropped")]  # fmt: skip
+    if target.requests and target.errors / target.requests > plan.max_error_rate:
+        notes.append(f"{target.errors / target.requests:.1%} errors")
+    with contextlib.suppress(ZeroDivisionError):
+        per_request = used_ns / target.requests
+        return CalibrationStep(rate, utilization, per_request, not notes, "; ".join(notes))
+    return CalibrationStep(rate, utilization, 0.0, passed=False, note="no answers")

@@ -1,0 +1,60 @@
+"""What a processor carries while it moves one experiment: options, lease, config, events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hairline.config import ExperimentConfig
+from hairline.lab.queue import Clock, ExperimentRow, LeaseKeeper, transition
+from hairline.store.db import Store
+
+__all__ = ["Context", "Event", "ProcessorOptions"]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something a processor did, for progress displays: ``kind`` is one of phase,
+    build, trial, batch, waiting, done, failed."""
+
+    experiment_id: int
+    kind: str
+    message: str
+    trial: int | None = None
+    trials: int | None = None
+
+
+@dataclass(frozen=True)
+class ProcessorOptions:
+    owner: str
+    lease_s: float = 30.0
+    cpus_per_host: int | None = None
+    clock: Clock = time.time
+    on_event: Callable[[Event], None] | None = None
+    # Where builds are cached; default: the store's home.
+    cache_dir: Path | None = None
+
+
+@dataclass
+class Context:
+    store: Store
+    options: ProcessorOptions
+    keeper: LeaseKeeper
+    row: ExperimentRow
+    config: ExperimentConfig
+    arm_names: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> int:
+        return self.row.id
+
+    def emit(self, kind: str, message: str, **extra: int | None) -> None:
+        if self.options.on_event:
+            self.options.on_event(Event(self.id, kind, message, **extra))
+
+    def move(self, **values: object) -> None:
+        self.keeper.check()
+        with self.store.transaction() as session:
+            transition(session, self.options.owner, self.id, clock=self.options.clock, **values)

@@ -1,0 +1,312 @@
+"""The running phase: the replay rate (calibrated once), then trial after trial.
+
+Each trial runs its batches (:func:`~hairline.lab.runner.run_trial`), is written to one
+Parquet file and only then marked done; a trial whose batches were spoiled in every attempt
+is left out with its reason; under ``trials = "auto"`` a look after each trial stops once
+the verdicts are settled (:func:`~hairline.lab.results.settled_at_look`). Before any of it,
+whatever a dead processor left of this experiment is stopped: its arm cgroups by name, its
+process groups by the runs it recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from sqlalchemy import func, select, update
+
+from hairline import engine
+from hairline.arms.cgroup import sweep
+from hairline.arms.local import ArmSpec
+from hairline.config import start_command
+from hairline.errors import HairlineError
+from hairline.hosts.inventory import Allocation, ensure_local_hosts
+from hairline.lab.calibrate import calibrate
+from hairline.lab.context import Context
+from hairline.lab.queue import transition
+from hairline.lab.results import aa_experiments, settled_at_look
+from hairline.lab.runner import ArmDef, RunPlan, TrialLeftOut, run_trial
+from hairline.lab.schedule import Batch
+from hairline.procs import group_alive, kill_group
+from hairline.stats.sequential import FIRST_LOOK
+from hairline.store.db import Store, pairs
+from hairline.store.models import Arm, Experiment, Run, Trial
+from hairline.store.observations import write_observations
+
+__all__ = ["cgroup_prefix", "run_trials_of"]
+
+
+def cgroup_prefix(store: Store, experiment_id: int) -> str:
+    """The name every arm cgroup of an experiment starts with: the store (two labs on one
+    machine may both have an experiment 1) and the experiment."""
+    store_tag = hashlib.sha256(store.url.encode()).hexdigest()[:8]
+    return f"hl{store_tag}-e{experiment_id}-"
+
+
+def _stop_leftovers(ctx: Context) -> None:
+    """Stop arms that a processor which lost this experiment left running, and put its
+    interrupted trial back in the queue of trials."""
+    # Everything in the dead processor's arm cgroups, daemons that left their process
+    # group included; the process groups below are the fallback where there were none.
+    for name in sweep(cgroup_prefix(ctx.store, ctx.id)):
+        ctx.emit("trial", f"stopped what was left in cgroup {name}")
+    with ctx.store.transaction() as session:
+        transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
+        left = session.scalars(
+            select(Run).where(Run.experiment_id == ctx.id, Run.stopped_at.is_(None))
+        ).all()
+        for run in left:
+            if run.pgid is not None and group_alive(run.pgid):
+                kill_group(run.pgid)
+                ctx.emit("trial", f"stopped arm {run.arm} (process group {run.pgid}) left by "
+                         f"{run.processor}")  # fmt: skip
+            run.stopped_at = ctx.options.clock()
+        interrupted = session.scalars(
+            select(Trial).where(Trial.experiment_id == ctx.id, Trial.state == "running")
+        ).all()
+        for trial in interrupted:
+            trial.state = "pending"
+            ctx.emit("trial", f"trial {trial.index + 1} was interrupted; running it again")
+
+
+def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
+    config = ctx.config
+    service = config.service
+    with ctx.store.transaction() as session:
+        artifacts = pairs(
+            session.execute(select(Arm.name, Arm.artifact).where(Arm.experiment_id == ctx.id))
+        )
+    engine_binary = str(engine.find_engine())
+    workdir = ctx.row.artifacts_dir / "runs"
+
+    def arm_def(name: str) -> ArmDef:
+        arm = config.arms[name]
+        artifact = artifacts.get(name) or ""
+
+        def spec(port: int, cpus: tuple[int, ...]) -> ArmSpec:
+            arm_dir = workdir / f"{name}-{port}"
+            arm_dir.mkdir(parents=True, exist_ok=True)
+            words = start_command(
+                service,
+                arm,
+                {
+                    "port": str(port),
+                    "artifact": artifact,
+                    "cpus": ",".join(map(str, cpus)),
+                    "engine": engine_binary,
+                    "workdir": str(arm_dir),
+                    "arm": name,
+                },
+            )
+            return ArmSpec(
+                name=name,
+                command=words,
+                health_path=service.health,
+                cwd=Path(service.root),
+                env={**service.env, **arm.env},
+            )
+
+        return ArmDef(
+            name=name, spec=spec, warm_path=service.warm, metrics_path=service.metrics_path
+        )
+
+    layout = ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host)
+    # Until calibration has run, a placeholder rate; _run replaces it before any trial.
+    rate = config.load.rate_per_s or 0.0
+    return RunPlan(
+        arms=tuple(arm_def(n) for n in ctx.arm_names),
+        hosts=allocation.cpus,
+        trace=Path(config.trace),
+        rate_per_s=rate,
+        duration_s=config.load.duration_s,
+        warmup_rate_per_s=config.load.warmup_rate_per_s or rate,
+        warmup_duration_s=config.load.warmup_duration_s,
+        trials=config.design.planned_trials,
+        design=config.design.name,
+        workdir=workdir,
+        health_timeout_s=service.health_timeout_s,
+        warm_timeout_s=service.warm_timeout_s,
+        counters=tuple(service.counters),
+        engine_cpus=layout.engine_cpus or None,
+        cgroup_prefix=cgroup_prefix(ctx.store, ctx.id),
+        max_batch_attempts=config.design.max_batch_attempts,
+        max_error_rate=service.max_error_rate,
+    )
+
+
+def _rate(ctx: Context, plan: RunPlan) -> RunPlan:
+    """The plan at the experiment's replay rate: the file's, or the stored calibration's,
+    or a calibration run now and stored, so a processor taking over uses the same rate."""
+    load_config = ctx.config.load
+    with ctx.store.transaction() as session:
+        row = session.get(Experiment, ctx.id)
+        stored = row.rate_per_s if row is not None else None
+    rate = load_config.rate_per_s or stored
+    if rate is None:
+        ctx.emit("phase", f"calibrating the rate to {load_config.target_utilization:.0%} busy")
+        result = calibrate(
+            plan,
+            plan.arms[0],
+            target_utilization=load_config.target_utilization,
+            start_rate_per_s=load_config.warmup_rate_per_s or 100.0,
+            progress=lambda line: ctx.emit("phase", line),
+        )
+        rate = result.rate_per_s
+        ctx.emit("phase", f"calibrated: {rate:g} requests/s")
+        calibration = json.dumps(result.as_dict())
+    else:
+        calibration = None
+    if stored is None:
+        with ctx.store.transaction() as session:
+            transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
+            values: dict[str, object] = {"rate_per_s": rate}
+            if calibration is not None:
+                values["calibration"] = calibration
+            session.execute(update(Experiment).where(Experiment.id == ctx.id).values(**values))
+    return dataclasses.replace(
+        plan, rate_per_s=rate, warmup_rate_per_s=load_config.warmup_rate_per_s or rate
+    )
+
+
+def run_trials_of(ctx: Context, allocation: Allocation) -> None:
+    _stop_leftovers(ctx)
+    plan = _rate(ctx, _plan(ctx, allocation))
+    batches = plan.batches()
+    owner = ctx.options.owner
+    clock = ctx.options.clock
+    total = ctx.config.design.planned_trials
+    with ctx.store.transaction() as session:
+        pending = [
+            t.index
+            for t in session.scalars(
+                select(Trial).where(Trial.experiment_id == ctx.id, Trial.state == "pending")
+            )
+        ]
+    run_ids: dict[tuple[int, int, str], int] = {}
+
+    def started(batch: Batch, arm: str, host: int, pgid: int, port: int) -> None:
+        with ctx.store.transaction() as session:
+            transition(session, owner, ctx.id, clock=clock)
+            run = Run(
+                experiment_id=ctx.id, trial=batch.trial, batch=batch.batch, arm=arm,
+                host_id=allocation.host_ids[host], host_index=host, processor=owner,
+                pgid=pgid, port=port, facts=json.dumps(allocation.facts[host]),
+                started_at=clock(),
+            )  # fmt: skip
+            session.add(run)
+            session.flush()
+            run_ids[(batch.trial, batch.batch, arm)] = run.id
+
+    def progress(batch: Batch, what: str) -> None:
+        ctx.emit(
+            "batch",
+            f"trial {batch.trial + 1}/{total} batch {batch.batch + 1}: {what}",
+            trial=batch.trial,
+            trials=total,
+        )
+
+    for index in sorted(pending):
+        with ctx.store.transaction() as session:
+            transition(
+                session, owner, ctx.id, clock=clock,
+                progress=f"running trial {index + 1} of {total}",
+            )  # fmt: skip
+            session.execute(
+                update(Trial)
+                .where(Trial.experiment_id == ctx.id, Trial.index == index)
+                .values(
+                    state="running", attempts=Trial.attempts + 1, processor=owner,
+                    started_at=clock(),
+                )
+            )  # fmt: skip
+        try:
+            table = run_trial(
+                plan,
+                [b for b in batches if b.trial == index],
+                progress=progress,
+                on_arm_started=started,
+                check=ctx.keeper.check,
+            )
+        except TrialLeftOut as err:
+            _end_trial(ctx, index, state="excluded", note=err.message)
+            ctx.emit("trial", f"trial {index + 1} left out: {err.message}", trial=index)
+            continue
+        finally:
+            # Arms are stopped by now (run_trial's context managers); say so in the runs.
+            with contextlib.suppress(Exception), ctx.store.transaction() as session:
+                session.execute(
+                    update(Run)
+                    .where(Run.id.in_(list(run_ids.values())), Run.stopped_at.is_(None))
+                    .values(stopped_at=clock())
+                )
+        path = ctx.row.artifacts_dir / f"trial-{index}.parquet"
+        write_observations(path, table)
+        with ctx.store.transaction() as session:
+            transition(session, owner, ctx.id, clock=clock)
+            session.execute(
+                update(Trial)
+                .where(Trial.experiment_id == ctx.id, Trial.index == index)
+                .values(state="done", observations=str(path), finished_at=clock())
+            )
+        ctx.emit("trial", f"trial {index + 1} of {total} done", trial=index, trials=total)
+        if ctx.config.design.sequential and _settled(ctx):
+            break
+    _after_trials(ctx)
+
+
+def _settled(ctx: Context) -> bool:
+    """A look of the sequential design after a trial: stop when the verdicts are settled."""
+    with ctx.store.transaction() as session:
+        done = session.scalar(
+            select(func.count())
+            .select_from(Trial)
+            .where(Trial.experiment_id == ctx.id, Trial.state == "done")
+        )
+    if not done or done < FIRST_LOOK:
+        return False
+    history_ids = [i for i in aa_experiments(ctx.store, ctx.config.service.name) if i != ctx.id]
+    settled, labels = settled_at_look(ctx.store, ctx.id, ctx.config, history_ids=history_ids)
+    seen = ", ".join(f"{metric}: {label}" for metric, label in labels.items())
+    ctx.emit("trial", f"look at {done} trials: {seen}" + ("; settled" if settled else ""))
+    return settled
+
+
+def _end_trial(ctx: Context, index: int, *, state: str, note: str) -> None:
+    with ctx.store.transaction() as session:
+        transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
+        session.execute(
+            update(Trial)
+            .where(Trial.experiment_id == ctx.id, Trial.index == index)
+            .values(state=state, note=note, finished_at=ctx.options.clock())
+        )
+
+
+def _after_trials(ctx: Context) -> None:
+    """Trials not needed are marked so; an experiment with no trial to analyse fails with
+    the reasons its trials were left out."""
+    with ctx.store.transaction() as session:
+        transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
+        session.execute(
+            update(Trial)
+            .where(Trial.experiment_id == ctx.id, Trial.state == "pending")
+            .values(state="skipped", note="not needed: the sequential design had settled")
+        )
+        done = session.scalar(
+            select(func.count())
+            .select_from(Trial)
+            .where(Trial.experiment_id == ctx.id, Trial.state == "done")
+        )
+        notes = list(
+            session.scalars(
+                select(Trial.note).where(Trial.experiment_id == ctx.id, Trial.state == "excluded")
+            )
+        )
+    if not done:
+        raise HairlineError(
+            "every trial was left out: " + "; ".join(n or "" for n in notes[:3]),
+            hint="the batches' load was never valid: see the arms' logs in the experiment's "
+            "runs folder; lower [load] rate_per_s or raise [service] max_error_rate",
+        )
