@@ -391,3 +391,64 @@ def test_the_nginx_example_builds_each_arm_once_and_then_from_the_cache(
     assert [a["build_cached"] for a in arms] == [True, True]
     assert arms[0]["build_key"] != arms[1]["build_key"]
     assert_nothing_left(home)
+
+
+def test_a_batch_whose_arm_dies_is_run_again_and_the_report_says_why(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    folder = tmp_path / "crash"
+    path = write_experiment(folder, tag="crash", trials=1, duration_s=1.5, model="welch-none")
+    # The first arm ever started is killed a second after it starts; every later one lives.
+    flag = tmp_path / "crashed-once"
+    service = (folder / "service.toml").read_text()
+    start = "{engine} sample-service --port {port} --warmup-s 0.3 "
+    crashing = (
+        f"sh -c 'if mkdir {flag} 2>/dev/null; then (sleep 1.0; kill -9 $$) & fi; exec {start}'"
+    )
+    (folder / "service.toml").write_text(
+        service.replace(f'start = "{start}"', f'start = "{crashing}"')
+    )
+    home = tmp_path / "home"
+    out = tmp_path / "report.json"
+    done = hairline("run", str(path), "--json", str(out), home=home, engine=engine_path)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["phase"] == "done" and report["trials_done"] == 1
+    rerun = [n for n in report["notes"] if "was spoiled and run again" in n]
+    assert len(rerun) == 1 and "arm A" in rerun[0], report["notes"]
+    assert flag.exists()
+    assert_nothing_left(home)
+
+
+@pytest.mark.slow
+def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    path = write_experiment(
+        tmp_path / "auto", tag="auto", b_args='["--regress-cpu", "0.30"]', duration_s=1.0
+    )
+    text = path.read_text().replace("rate_per_s = 300\n", "target_utilization = 0.5\n")
+    path.write_text(text.replace("trials = 4", 'trials = "auto"\nmax_trials = 8'))
+    home = tmp_path / "home"
+    out = tmp_path / "report.json"
+    done = hairline("run", str(path), "--json", str(out), home=home, engine=engine_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    [note] = [n for n in report["notes"] if n.startswith("rate calibrated to")]
+    assert "(50% busy)" in note
+    store = open_store(home=home)
+    try:
+        with store.transaction() as session:
+            [row] = session.scalars(select(Experiment)).all()
+            calibration = json.loads(row.calibration or "{}")
+            states = [t.state for t in session.scalars(select(Trial).order_by(Trial.index))]
+    finally:
+        store.close()
+    assert row.rate_per_s == report["rate_per_s"] == calibration["rate_per_s"]
+    closest = min(calibration["steps"], key=lambda s: abs(s["utilization"] - 0.5))
+    assert abs(closest["utilization"] - 0.5) < 0.1, calibration
+    # A 30% regression settles long before eight trials; the rest are marked not needed.
+    cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
+    assert cpu["verdict"] == "regression"
+    assert report["trials_done"] < 8 and states.count("skipped") == 8 - report["trials_done"]
+    assert_nothing_left(home)

@@ -9,7 +9,8 @@ rate, measuring the arm's cgroup CPU over its CPUs' wall time (utilisation). The
 scales the last by target / measured utilisation (cost per request falls as load rises, so
 this converges from below in a few steps); a step the engine cannot drive (rate or dropped
 gate failed) or that the arm answers with errors caps the search below it. The chosen rate
-is the passing step closest to the target, scaled to it, and never above a failed step.
+is the passing step closest to the target, scaled to it, and never above the highest
+rate that passed below a failed one.
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ def chosen_rate(steps: Sequence[CalibrationStep], target: float) -> float | None
     rate = best.rate_per_s * min(max(target / best.utilization, _MAX_SHRINK), 1.25)
     failing = [s.rate_per_s for s in steps if not s.passed]
     if failing:
-        rate = min(rate, max(best.rate_per_s, 0.9 * min(failing)))
+        # Where the load broke is only known to lie between the best passing rate and the
+        # lowest failing one: stay at a rate that was seen to pass.
+        below = [s.rate_per_s for s in passing if s.rate_per_s < min(failing)]
+        rate = min(rate, max(below, default=best.rate_per_s))
     return rate
 
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 from hairline import engine
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.prometheus import Sample, scrape
-from hairline.errors import HairlineError
+from hairline.errors import EngineError, HairlineError
 from hairline.lab.schedule import Batch, LabDesign, schedule
 from hairline.lab.validity import ArmReading, batch_problems
 from hairline.procs import thread_pinned_to
@@ -298,42 +298,56 @@ def _run_batch(
         host_of = {name: host for host, name in enumerate(batch.arm_on_host)}
         names = list(running)
 
-        if progress:
-            progress(batch, "warming up")
-        engine.warm_up(
-            targets={n: running[n].url for n in names},
-            trace=plan.trace,
-            rate_per_s=plan.warmup_rate_per_s,
-            duration_s=plan.warmup_duration_s,
-            warm_urls={
-                n: running[n].url + path
-                for n in names
-                if (path := by_name[n].warm_path) is not None
-            },
-            warm_timeout_s=plan.warm_timeout_s,
-            cpus=plan.harness_cpus,
-            spin_us=plan.engine_spin_us,
-        )
-        if check:
-            check()
-
-        metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
-        counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
-        cpu_before = {n: running[n].cpu_ns() for n in names}
-        if progress:
-            progress(batch, "measuring")
-        started = time.monotonic()
-        with _MemorySampler(running) as memory:
-            measured = engine.measure(
+        try:
+            if progress:
+                progress(batch, "warming up")
+            engine.warm_up(
                 targets={n: running[n].url for n in names},
                 trace=plan.trace,
-                rate_per_s=plan.rate_per_s,
-                duration_s=plan.duration_s,
-                requests_path=plan.workdir / f"{tag}.requests",
-                summary_path=plan.workdir / f"{tag}.json",
+                rate_per_s=plan.warmup_rate_per_s,
+                duration_s=plan.warmup_duration_s,
+                warm_urls={
+                    n: running[n].url + path
+                    for n in names
+                    if (path := by_name[n].warm_path) is not None
+                },
+                warm_timeout_s=plan.warm_timeout_s,
                 cpus=plan.harness_cpus,
                 spin_us=plan.engine_spin_us,
             )
+            if check:
+                check()
+
+            metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
+            counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
+            cpu_before = {n: running[n].cpu_ns() for n in names}
+            if progress:
+                progress(batch, "measuring")
+            started = time.monotonic()
+            with _MemorySampler(running) as memory:
+                measured = engine.measure(
+                    targets={n: running[n].url for n in names},
+                    trace=plan.trace,
+                    rate_per_s=plan.rate_per_s,
+                    duration_s=plan.duration_s,
+                    requests_path=plan.workdir / f"{tag}.requests",
+                    summary_path=plan.workdir / f"{tag}.json",
+                    cpus=plan.harness_cpus,
+                    spin_us=plan.engine_spin_us,
+                )
+        except EngineError as err:
+            # An arm that died under load spoils the batch; an engine that failed with
+            # every arm up is a problem of its own and ends the experiment.
+            dead = [n for n in names if not running[n].running()]
+            if not dead:
+                raise
+            return _Attempt(
+                rows=[],
+                per_request=pa.table({}),
+                problems=[f"arm {n} stopped during the batch ({err.message})" for n in dead],
+                record={"trial": batch.trial, "batch": batch.batch, "attempt": attempt,
+                        "summary": f"{tag}.json"},
+            )  # fmt: skip
         cpu_after = {n: running[n].cpu_ns() for n in names}
         wall_s = time.monotonic() - started
         alive = {n: running[n].running() for n in names}

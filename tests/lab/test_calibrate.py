@@ -1,0 +1,49 @@
+"""The calibration's search, step by step (pure), on made-up cost curves."""
+
+from __future__ import annotations
+
+from hairline.lab.calibrate import CalibrationStep, chosen_rate, next_rate
+
+
+def step(rate: float, utilization: float, passed: bool = True) -> CalibrationStep:
+    return CalibrationStep(rate, utilization, utilization / rate * 1e9, passed)
+
+
+def run_search(cost_us: float, *, ceiling: float = 1e9, target: float = 0.6) -> list[float]:
+    """The rates tried against a service whose cost per request falls with load (wake-ups
+    cost more when idle), and which spoils its load above ``ceiling``."""
+    steps: list[CalibrationStep] = []
+    rate: float | None = 100.0
+    while rate is not None and len(steps) < 7:
+        busy = rate * cost_us * 1e-6 * (1 + 0.5 / (1 + rate / 500))
+        steps.append(step(rate, busy, passed=rate < ceiling))
+        rate = next_rate(steps, target)
+    final = chosen_rate(steps, target)
+    assert final is not None
+    return [s.rate_per_s for s in steps] + [final]
+
+
+def test_the_search_settles_within_five_percent_of_the_target_in_a_few_steps() -> None:
+    rates = run_search(cost_us=400)
+    final = rates[-1]
+    busy = final * 400e-6 * (1 + 0.5 / (1 + final / 500))
+    assert abs(busy / 0.6 - 1) < 0.05
+    assert len(rates) - 1 <= 5
+
+
+def test_a_rate_the_engine_or_service_cannot_take_caps_the_answer() -> None:
+    rates = run_search(cost_us=100, ceiling=3000)
+    assert rates[-1] < 3000
+    # It searched between the last good rate and the failed one instead of giving up.
+    assert any(r < 3000 for r in rates[:-1])
+
+
+def test_the_first_step_already_on_target_stops_at_once() -> None:
+    assert next_rate([step(100, 0.61)], 0.6) is None
+    assert chosen_rate([step(100, 0.61)], 0.6) is not None
+
+
+def test_nothing_that_passes_halves_the_rate_and_then_gives_no_answer() -> None:
+    failed = [step(100, 0.0, passed=False)]
+    assert next_rate(failed, 0.6) == 50
+    assert chosen_rate(failed, 0.6) is None

@@ -1,0 +1,55 @@
+"""Which batches are spoiled: each reason alone, and late sends never."""
+
+from __future__ import annotations
+
+from hairline.lab.validity import ArmReading, batch_problems
+
+
+def reading(**changes: object) -> ArmReading:
+    values: dict[str, object] = {
+        "requests": 1000, "errors": 0, "cpu_ns": 500_000_000, "cpus": 1, "running": True,
+    }  # fmt: skip
+    values.update(changes)
+    return ArmReading(**values)  # type: ignore[arg-type]
+
+
+def problems(**arms: ArmReading) -> list[str]:
+    return batch_problems(arms, failed_gates=[], wall_s=2.0, max_error_rate=0.01)
+
+
+def test_a_sound_batch_has_no_problem() -> None:
+    assert problems(A=reading(), B=reading()) == []
+
+
+def test_late_sends_and_a_poor_poisson_fit_hit_every_arm_alike_and_spoil_nothing() -> None:
+    gates = [("late_sends", "12 of 800 sends late"), ("poisson_fit", "p = 0.001")]
+    found = batch_problems({"A": reading()}, failed_gates=gates, wall_s=2.0, max_error_rate=0.01)
+    assert found == []
+
+
+def test_a_failed_rate_or_dropped_gate_spoils_the_batch() -> None:
+    gates = [("rate", "worst: B"), ("dropped", "40 requests dropped")]
+    found = batch_problems({"A": reading()}, failed_gates=gates, wall_s=2.0, max_error_rate=0.01)
+    assert found == [
+        "load gate rate failed (worst: B)",
+        "load gate dropped failed (40 requests dropped)",
+    ]
+
+
+def test_errors_above_the_services_bound_spoil_the_batch() -> None:
+    [problem] = problems(A=reading(), B=reading(errors=20))
+    assert problem.startswith("arm B answered 20 of 1000 requests with errors")
+    assert problems(A=reading(errors=10)) == []  # exactly 1% is allowed
+
+
+def test_an_arm_that_crashed_spoils_the_batch() -> None:
+    assert problems(B=reading(running=False)) == [
+        "arm B was not running at the end of the measurement"
+    ]
+
+
+def test_impossible_cpu_readings_spoil_the_batch() -> None:
+    assert problems(A=reading(cpu_ns=0)) == ["arm A used no CPU while serving 1000 requests"]
+    [problem] = problems(A=reading(cpu_ns=3_000_000_000))  # 3 s of CPU in 2 s on one CPU
+    assert "more than its CPUs can give" in problem
+    assert problems(A=reading(cpu_ns=3_000_000_000, cpus=2)) == []
