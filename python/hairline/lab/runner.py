@@ -32,7 +32,7 @@ import pyarrow as pa
 from hairline import engine
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.prometheus import Sample, scrape
-from hairline.errors import EngineError, HairlineError
+from hairline.errors import HairlineError
 from hairline.lab.schedule import Batch, LabDesign, schedule
 from hairline.lab.validity import ArmReading, batch_problems
 from hairline.procs import thread_pinned_to
@@ -335,9 +335,10 @@ def _run_batch(
                     cpus=plan.harness_cpus,
                     spin_us=plan.engine_spin_us,
                 )
-        except EngineError as err:
-            # An arm that died under load spoils the batch; an engine that failed with
-            # every arm up is a problem of its own and ends the experiment.
+        except HairlineError as err:
+            # An arm that died under load (the engine or a scrape then fails) spoils the
+            # batch; a failure with every arm up is a problem of its own and ends the
+            # experiment.
             dead = [n for n in names if not running[n].running()]
             if not dead:
                 raise
@@ -352,7 +353,8 @@ def _run_batch(
         wall_s = time.monotonic() - started
         alive = {n: running[n].running() for n in names}
         peak = {n: running[n].peak_memory_bytes() for n in names}
-        counters_after = {n: scrape(u) for n, u in metrics_urls.items()}
+        # A dead arm has no counters to scrape; its batch is spoiled anyway.
+        counters_after = {n: scrape(u) for n, u in metrics_urls.items() if alive[n]}
         measured_by = {n: running[n].measured_by for n in names}
         fallback = {n: running[n].fallback for n in names if running[n].fallback}
 
@@ -385,7 +387,7 @@ def _run_batch(
         rows.append((n, host, "error_rate", target.errors / served))
         rows.append((n, host, "latency_p50_us", target.latency_us.p50))
         rows.append((n, host, "latency_p99_us", target.latency_us.p99))
-        if n in counters_before:
+        if n in counters_before and n in counters_after:
             per_request_counts = _counters_per_request(
                 counters_before[n], counters_after[n], plan.counters, target
             )
