@@ -1,0 +1,11 @@
+#!/bin/sh
+# Start nginx for one arm: start.sh PORT WORKDIR (run from the artifact folder).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+port=$1
+workdir=$2
+mkdir -p "$workdir"
+sed -e "s|@PORT@|$port|" -e "s|@WORKDIR@|$workdir|g" -e "s|@SITE@|$here/site|" \
+    "$here/nginx.conf.in" > "$workdir/nginx.conf"
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+exec "$nginx" -p "$workdir" -c "$workdir/nginx.conf"
