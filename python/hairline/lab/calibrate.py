@@ -30,6 +30,10 @@ __all__ = ["Calibration", "CalibrationStep", "calibrate", "next_rate"]
 _CLOSE = 0.05
 # How far one step may move the rate: the first steps are far from the target.
 _MAX_GROWTH, _MAX_SHRINK = 4.0, 0.5
+# The answer may go this far past the highest rate seen to pass, no further.
+_MAX_EXTRAPOLATION = 1.05
+# A step whose arm served less than this share of the asked rate did not get the rate.
+_MIN_SERVED = 0.95
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,11 @@ def chosen_rate(steps: Sequence[CalibrationStep], target: float) -> float | None
     if not passing:
         return None
     best = min(passing, key=lambda s: abs(s.utilization - target))
-    rate = best.rate_per_s * min(max(target / best.utilization, _MAX_SHRINK), 1.25)
+    highest = max(s.rate_per_s for s in passing)
+    rate = min(
+        best.rate_per_s * max(target / best.utilization, _MAX_SHRINK),
+        highest * _MAX_EXTRAPOLATION,
+    )
     failing = [s.rate_per_s for s in steps if not s.passed]
     if failing:
         # Where the load broke is only known to lie between the best passing rate and the
@@ -178,6 +186,10 @@ def _step(
              if not g.passed and g.name in ("rate", "dropped")]  # fmt: skip
     if target.requests and target.errors / target.requests > plan.max_error_rate:
         notes.append(f"{target.errors / target.requests:.1%} errors")
+    # Sends the engine could not make in time arrive late, in bursts: the arm then served
+    # fewer requests than the step asked for, and its utilisation is not the rate's.
+    if target.requests < _MIN_SERVED * rate * step_s:
+        notes.append(f"served {target.requests / step_s:.0f}/s of {rate:.0f}/s")
     with contextlib.suppress(ZeroDivisionError):
         per_request = used_ns / target.requests
         return CalibrationStep(rate, utilization, per_request, not notes, "; ".join(notes))
