@@ -435,7 +435,7 @@ def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(out.read_text())
     [note] = [n for n in report["notes"] if n.startswith("rate calibrated to")]
-    assert "(50% busy)" in note
+    assert "for 50% busy" in note
     store = open_store(home=home)
     try:
         with store.transaction() as session:

@@ -45,6 +45,23 @@ def _load_summaries(runs: Path, records: list[dict[str, Any]]) -> dict[str, dict
     return summaries
 
 
+def calibration_note(data: dict[str, Any]) -> str:
+    """What calibration found, and whether the target was reached at a valid load."""
+    target = float(data["target_utilization"])
+    steps = [s for s in data["steps"] if s["passed"]]
+    reached = max((float(s["utilization"]) for s in steps), default=0.0)
+    text = (
+        f"rate calibrated to {data['rate_per_s']:g} requests/s for {target:.0%} busy "
+        f"in {len(data['steps'])} steps"
+    )
+    if reached < target * 0.9:
+        text += (
+            f"; the baseline reached only {reached:.0%} busy at the highest rate the load "
+            "stayed valid (the engine, or the service, could go no faster)"
+        )
+    return text
+
+
 def measurement_notes(
     records: list[dict[str, Any]], trial_notes: list[tuple[int, str, str]], calibration: str | None
 ) -> tuple[str, ...]:
@@ -69,14 +86,18 @@ def measurement_notes(
                 f"{r['attempt']} was spoiled and run again: {'; '.join(r.get('problems', []))}"
             )
     for index, state, note in trial_notes:
-        word = "left out" if state == "excluded" else "not run"
-        notes.append(f"trial {index + 1} {word}: {note}")
-    if calibration:
-        data = json.loads(calibration)
+        if state == "excluded":
+            notes.append(f"trial {index + 1} left out: {note}")
+    skipped = [index for index, state, _ in trial_notes if state == "skipped"]
+    if skipped:
         notes.append(
-            f"rate calibrated to {data['rate_per_s']:g} requests/s "
-            f"({data['target_utilization']:.0%} busy) in {len(data['steps'])} steps"
+            f"trials {skipped[0] + 1} to {skipped[-1] + 1} not run: the sequential design "
+            f"had settled after {skipped[0]}"
+            if len(skipped) > 1
+            else f"trial {skipped[0] + 1} not run: the sequential design had settled"
         )
+    if calibration:
+        notes.append(calibration_note(json.loads(calibration)))
     return tuple(notes)
 
 
