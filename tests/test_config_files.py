@@ -1,0 +1,80 @@
+"""Experiment files: the new [load] and [design] fields, and built-in metric directions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hairline.config import builtin_direction, load_experiment
+from hairline.errors import ConfigError
+
+SERVICE = """\
+[service]
+name = "svc"
+start = "sleep 1 {port}"
+
+[service.metrics]
+goodput_per_s = { threshold = "2%" }
+"""
+
+
+def experiment(tmp_path: Path, load: str, design: str) -> Path:
+    (tmp_path / "service.toml").write_text(SERVICE)
+    (tmp_path / "trace.jsonl").write_text('{"hairline_trace": 1}\n{"path": "/"}\n')
+    path = tmp_path / "experiment.toml"
+    path.write_text(
+        'service = "service.toml"\ntrace = "trace.jsonl"\n[arms.A]\n[arms.B]\n'
+        f"[load]\n{load}\n[design]\n{design}\n"
+    )
+    return path
+
+
+def test_without_a_rate_the_load_is_calibrated_to_the_default_utilization(tmp_path: Path) -> None:
+    config = load_experiment(experiment(tmp_path, "duration_s = 2", 'trials = "auto"'))
+    assert config.load.rate_per_s is None
+    assert config.load.target_utilization == 0.6
+    assert config.design.sequential and config.design.planned_trials == 15
+    assert config.design.decide_on == ["cpu_ns_per_request"]
+    assert config.design.max_batch_attempts == 3
+
+
+def test_a_fixed_number_of_trials_is_planned_as_it_is(tmp_path: Path) -> None:
+    config = load_experiment(experiment(tmp_path, "rate_per_s = 10\nduration_s = 2", "trials = 5"))
+    assert not config.design.sequential and config.design.planned_trials == 5
+
+
+@pytest.mark.parametrize(
+    ("design", "words"),
+    [
+        ('trials = "many"', ["design.trials", "auto"]),
+        ("trials = 0", ["design.trials", "1 to 1000"]),
+        ("max_trials = 2", ["design.max_trials", "3"]),
+        ("max_batch_attempts = 0", ["design.max_batch_attempts"]),
+    ],
+)
+def test_bad_design_fields_are_named_with_their_line(
+    tmp_path: Path, design: str, words: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(experiment(tmp_path, "duration_s = 2", design))
+    text = str(caught.value)
+    assert "experiment.toml:" in text
+    for word in words:
+        assert word in text, text
+
+
+def test_a_utilization_outside_zero_to_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"load\.target_utilization"):
+        load_experiment(experiment(tmp_path, "duration_s = 2\ntarget_utilization = 1.5", ""))
+
+
+def test_built_in_metrics_carry_their_direction(tmp_path: Path) -> None:
+    assert builtin_direction("goodput_per_s") == "lower-is-worse"
+    assert builtin_direction("cpu_ns_per_request") == "higher-is-worse"
+    assert builtin_direction("db_reads_total[search]_per_request") == "higher-is-worse"
+    config = load_experiment(experiment(tmp_path, "duration_s = 2", ""))
+    policies = config.policies()
+    # Named in the service file without a direction: it keeps its own.
+    assert policies["goodput_per_s"].direction == "lower-is-worse"
+    assert policies["goodput_per_s"].threshold.value == 0.02
