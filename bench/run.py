@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """Runs every benchmark: each bench/<name>/run.py, one after another, with this Python.
 
-    python bench/run.py              # all of them
-    python bench/run.py engine       # only the named ones
+    python bench/run.py                    # all of them
+    python bench/run.py engine             # only the named ones
+    python bench/run.py stats -- --quick   # arguments after `--` go to every benchmark
 
-Arguments after `--` are passed to every benchmark. Exits non-zero if any benchmark failed.
+Each benchmark runs in its own process. Exits 1 if any benchmark failed, 2 for an unknown
+name.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from _runner import run_benchmarks  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -21,23 +25,13 @@ def main(argv: list[str]) -> int:
     if "--" in argv:
         split = argv.index("--")
         names, passed = argv[:split], argv[split + 1 :]
-    scripts = sorted(BENCH_DIR.glob("*/run.py"))
-    if names:
-        unknown = set(names) - {s.parent.name for s in scripts}
-        if unknown:
-            known = ", ".join(s.parent.name for s in scripts)
-            print(f"no benchmark named {', '.join(sorted(unknown))} (have: {known})")
-            return 2
-        scripts = [s for s in scripts if s.parent.name in names]
-    failed = []
-    for script in scripts:
-        print(f"== bench/{script.parent.name}", flush=True)
-        if subprocess.run([sys.executable, str(script), *passed]).returncode != 0:
-            failed.append(script.parent.name)
-    if failed:
-        print(f"failed: {', '.join(failed)}")
-        return 1
-    return 0
+    scripts = {s.parent.name: s for s in sorted(BENCH_DIR.glob("*/run.py"))}
+    unknown = sorted(set(names) - set(scripts))
+    if unknown:
+        print(f"no benchmark named {', '.join(unknown)} (have: {', '.join(scripts)})")
+        return 2
+    chosen = {name: s for name, s in scripts.items() if not names or name in names}
+    return run_benchmarks(chosen, passed, title="bench")
 
 
 if __name__ == "__main__":

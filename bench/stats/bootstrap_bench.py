@@ -11,7 +11,7 @@ Prints a table and writes bench/out/stats_bootstrap.json. Timings are the best o
 runs, so that a busy machine disturbs them less; run it on a quiet machine for the record.
 
     python bench/stats/bootstrap_bench.py
-    python bench/stats/bootstrap_bench.py --rows 1000000 --repeats 3   # quick check
+    python bench/stats/bootstrap_bench.py --quick   # 1,000,000 rows, 3 repeats
 """
 
 from __future__ import annotations
@@ -62,9 +62,14 @@ def grouped_experiment(rows: int, rng: np.random.Generator) -> MetricSample:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--rows", type=int, help="observations (default 10,000,000)")
+    parser.add_argument("--repeats", type=int, help="timed runs of each (default 7)")
+    parser.add_argument(
+        "--quick", action="store_true", help="1,000,000 rows, 3 repeats (harness check)"
+    )
     args = parser.parse_args(argv)
+    args.rows = args.rows or (1_000_000 if args.quick else 10_000_000)
+    args.repeats = args.repeats or (3 if args.quick else 7)
 
     rng = np.random.default_rng(2024)
     sample = grouped_experiment(args.rows, rng)

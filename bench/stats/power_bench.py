@@ -25,7 +25,7 @@ without anything shared (env_sd = 0, each arm its own requests) is printed too: 
 has nothing to cancel, and the two methods should be close; hairline's gain comes from the
 design it analyses, not from a sharper test.
 
-Run: .venv/bin/python bench/stats/power_bench.py [--sims 400] [--out bench/out/stats_power.json]
+Run: .venv/bin/python bench/stats/power_bench.py [--sims 400 | --quick] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -144,10 +144,12 @@ def run_scenario(scenario: Scenario, sims: int, seed: int) -> Result:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sims", type=int, default=400, help="simulations per grid point")
+    parser.add_argument("--sims", type=int, help="simulations per grid point (default 400)")
+    parser.add_argument("--quick", action="store_true", help="50 simulations (harness check)")
     parser.add_argument("--seed", type=int, default=20240611)
     parser.add_argument("--out", type=Path, default=Path("bench/out/stats_power.json"))
     args = parser.parse_args()
+    args.sims = args.sims or (50 if args.quick else 400)
     scenarios = (
         Scenario(
             "hairline's design: arms of a trial run together on the same requests",
