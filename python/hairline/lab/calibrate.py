@@ -4,8 +4,9 @@ CPU per request at low load is not what production pays: an idle server's cost p
 request is dominated by wake-ups and idle exits, which depend on timing (nginx serving small
 files: 49 to 94 µs per request from trial to trial at 5% busy, 44 to 46 µs at 20%). So
 when the experiment file names no ``[load] rate_per_s``, the lab finds one before the
-trials: a short ramp on the baseline arm alone, each step a few seconds of the trace at one
-rate, measuring the arm's cgroup CPU over its CPUs' wall time (utilisation). The next rate
+trials: a short ramp on the baseline arm (a copy on every host, as in an A/A batch, so the
+engine does its trial's work), each step a few seconds of the trace at one rate, measuring
+the copies' cgroup CPU over their CPUs' time (utilisation). The next rate
 scales the last by target / measured utilisation (cost per request falls as load rises, so
 this converges from below in a few steps); a step the engine cannot drive (rate or dropped
 gate failed) or that the arm answers with errors caps the search below it. The chosen rate
@@ -16,7 +17,7 @@ rate that passed below a failed one.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from hairline import engine
@@ -49,7 +50,6 @@ class CalibrationStep:
 class Calibration:
     rate_per_s: float
     target_utilization: float
-    host: int
     steps: tuple[CalibrationStep, ...]
 
     def as_dict(self) -> dict[str, object]:
@@ -112,35 +112,44 @@ def calibrate(
     max_steps: int = 7,
     progress: Callable[[str], None] | None = None,
 ) -> Calibration:
-    """Ramp ``arm`` alone on one host to ``target_utilization``; see the module's doc."""
-    # The host the engine does not share, where there is one: its CPU is the arm's alone.
-    host = len(plan.hosts) - 1 if plan.engine_cpus is None else 0
-    cpus = plan.hosts[host]
-    port = free_port()
+    """Ramp the baseline ``arm`` to ``target_utilization``; see the module's doc.
+
+    The baseline runs on every host at once, as in an A/A batch, and the engine replays to
+    all of them in lockstep: the engine then does the work it will do in the trials (on a
+    small machine it shares a host's CPU, and at a high rate it is the limit), and each
+    copy of the arm shares its machine as the arms will. Utilisation is their mean."""
     steps: list[CalibrationStep] = []
-    with LocalArm(
-        arm.spec(port, cpus),
-        port=port,
-        cpus=cpus,
-        log_path=plan.workdir / f"calibration-{arm.name}.log",
-        cgroup=cgroup_name(plan.cgroup_prefix, f"calibrate-{arm.name}", port),
-    ) as running:
-        plan.workdir.mkdir(parents=True, exist_ok=True)
-        running.start(health_timeout_s=plan.health_timeout_s)
-        warm_url = running.url + arm.warm_path if arm.warm_path else None
+    plan.workdir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        copies: dict[str, LocalArm] = {}
+        for host, cpus in enumerate(plan.hosts):
+            port = free_port()
+            name = f"{arm.name}@{host}"
+            copies[name] = stack.enter_context(
+                LocalArm(
+                    arm.spec(port, cpus),
+                    port=port,
+                    cpus=cpus,
+                    log_path=plan.workdir / f"calibration-{name}.log",
+                    cgroup=cgroup_name(plan.cgroup_prefix, f"calibrate-{arm.name}-{host}", port),
+                )
+            )
+            copies[name].start(health_timeout_s=plan.health_timeout_s)
         engine.warm_up(
-            targets={arm.name: running.url},
+            targets={n: a.url for n, a in copies.items()},
             trace=plan.trace,
             rate_per_s=start_rate_per_s,
             duration_s=plan.warmup_duration_s,
-            warm_urls={arm.name: warm_url} if warm_url else {},
+            warm_urls={n: a.url + arm.warm_path for n, a in copies.items()}
+            if arm.warm_path
+            else {},
             warm_timeout_s=plan.warm_timeout_s,
             cpus=plan.harness_cpus,
             spin_us=plan.engine_spin_us,
         )
         rate: float | None = start_rate_per_s
         while rate is not None and len(steps) < max_steps:
-            steps.append(_step(plan, running, rate, step_s, cpus))
+            steps.append(_step(plan, copies, rate, step_s))
             s = steps[-1]
             if progress:
                 progress(
@@ -158,18 +167,17 @@ def calibrate(
     return Calibration(
         rate_per_s=round(final, 1),
         target_utilization=target_utilization,
-        host=host,
         steps=tuple(steps),
     )
 
 
 def _step(
-    plan: RunPlan, arm: LocalArm, rate: float, step_s: float, cpus: Sequence[int]
+    plan: RunPlan, copies: Mapping[str, LocalArm], rate: float, step_s: float
 ) -> CalibrationStep:
-    before = arm.cpu_ns()
+    before = {n: a.cpu_ns() for n, a in copies.items()}
     try:
         result = engine.measure(
-            targets={arm.spec.name: arm.url},
+            targets={n: a.url for n, a in copies.items()},
             trace=plan.trace,
             rate_per_s=rate,
             duration_s=step_s,
@@ -178,19 +186,22 @@ def _step(
         )
     except HairlineError as err:
         return CalibrationStep(rate, 0.0, 0.0, passed=False, note=err.message)
-    used_ns = arm.cpu_ns() - before
-    target = result.targets[arm.spec.name]
-    # Over the time the arm was loaded, not the engine's start and stop around it.
-    utilization = used_ns / (len(cpus) * step_s * 1e9)
+    used = {n: a.cpu_ns() - before[n] for n, a in copies.items()}
+    # Over the time the arms were loaded, not the engine's start and stop around them.
+    utilization = sum(
+        used[n] / (len(a.cpus or (0,)) * step_s * 1e9) for n, a in copies.items()
+    ) / len(copies)
     notes = [f"{g.name} gate failed" for g in result.gates
              if not g.passed and g.name in ("rate", "dropped")]  # fmt: skip
-    if target.requests and target.errors / target.requests > plan.max_error_rate:
-        notes.append(f"{target.errors / target.requests:.1%} errors")
-    # Sends the engine could not make in time arrive late, in bursts: the arm then served
-    # fewer requests than the step asked for, and its utilisation is not the rate's.
-    if target.requests < _MIN_SERVED * rate * step_s:
-        notes.append(f"served {target.requests / step_s:.0f}/s of {rate:.0f}/s")
-    with contextlib.suppress(ZeroDivisionError):
-        per_request = used_ns / target.requests
-        return CalibrationStep(rate, utilization, per_request, not notes, "; ".join(notes))
-    return CalibrationStep(rate, utilization, 0.0, passed=False, note="no answers")
+    served = min(result.targets[n].requests for n in copies)
+    errors = max(result.targets[n].errors / max(result.targets[n].requests, 1) for n in copies)
+    if errors > plan.max_error_rate:
+        notes.append(f"{errors:.1%} errors")
+    # Sends the engine could not make in time arrive late, in bursts: the arms then served
+    # fewer requests than the step asked for, and their utilisation is not the rate's.
+    if served < _MIN_SERVED * rate * step_s:
+        notes.append(f"served {served / step_s:.0f}/s of {rate:.0f}/s")
+    if not served:
+        return CalibrationStep(rate, utilization, 0.0, passed=False, note="no answers")
+    per_request = sum(used.values()) / len(copies) / served
+    return CalibrationStep(rate, utilization, per_request, not notes, "; ".join(notes))
