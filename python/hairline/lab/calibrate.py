@@ -124,7 +124,7 @@ def calibrate(
         copies: dict[str, LocalArm] = {}
         for host, cpus in enumerate(plan.hosts):
             port = free_port()
-            name = f"{arm.name}@{host}"
+            name = f"{arm.name}.{host}"
             copies[name] = stack.enter_context(
                 LocalArm(
                     arm.spec(port, cpus),
