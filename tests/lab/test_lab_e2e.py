@@ -338,6 +338,12 @@ def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
     assert done.returncode in (0, 1), done.stdout + done.stderr
     assert_nothing_left(home)
     assert_no_daemon(marker)
+    # stdout carries only the document asked for; the panel goes to stderr.
+    as_json = hairline("report", "1", "--json", "-", home=home, engine=engine_path)
+    assert json.loads(as_json.stdout)["experiment_id"] == 1
+    assert "HTML report" in as_json.stderr
+    as_markdown = hairline("report", "1", "--markdown", "-", home=home, engine=engine_path)
+    assert as_markdown.stdout.lstrip().startswith("#") and "╭" not in as_markdown.stdout
 
     path = write_experiment(
         tmp_path / "i", tag="daemon-int", trials=3, duration_s=2.0, daemon=marker

@@ -40,7 +40,10 @@ def main() -> None:
     """Catch tiny performance regressions in services before they reach production."""
 
 
-def console() -> Console:
+def console(*documents: object) -> Console:
+    """Where progress and panels go: stdout, or stderr when any of ``documents`` (the
+    --json/--markdown paths) is ``-``, so that stdout carries only the document asked for."""
+    stderr = any(str(d) == "-" for d in documents if d is not None)
     # Piped output (CI logs) gets a wide table rather than rich's 80-column default.
-    out = Console(highlight=False)
-    return out if out.is_terminal else Console(highlight=False, width=160)
+    out = Console(highlight=False, stderr=stderr)
+    return out if out.is_terminal else Console(highlight=False, width=160, stderr=stderr)

@@ -294,7 +294,7 @@ def _lab_command(kind: str) -> Callable[..., None]:
         markdown_path: Path | None,
         html_path: Path | None,
     ) -> None:
-        out = console()
+        out = console(json_path, markdown_path)
         config = load_experiment(file)
         if check:
             out.print(
@@ -434,7 +434,7 @@ def report(
 
     Exit status as for `hairline run`: 0 no regression, 1 a regression, 2 failed/unfinished.
     """
-    out = console()
+    out = console(json_path, markdown_path)
     store = open_store(db_url, home=home)
     try:
         result = _emit_reports(
@@ -588,7 +588,7 @@ def demo(
     Runs examples/sample-service/experiment.toml through the lab (queue, hosts, trials,
     analysis, reports). Exits 0 when the injected regression is caught, 1 when missed.
     """
-    out = console()
+    out = console(json_path, markdown_path)
     config = demo_config(
         regress_cpu=regress_cpu, trials=trials, duration_s=duration_s, rate_per_s=rate_per_s
     )
