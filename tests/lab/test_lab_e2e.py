@@ -238,6 +238,8 @@ def test_a_health_check_that_never_passes_fails_the_experiment_clearly(
     with store.transaction() as session:
         [row] = session.scalars(select(Experiment)).all()
         assert row.phase == "failed" and row.failure and "never-healthy" in row.failure
+        states = {t.state for t in session.scalars(select(Trial))}
+        assert "running" not in states and "abandoned" in states
     store.close()
     assert_nothing_left(home)
 
@@ -424,6 +426,15 @@ def test_a_batch_whose_arm_dies_is_run_again_and_the_report_says_why(
     assert len(rerun) == 1 and "arm A" in rerun[0], report["notes"]
     assert flag.exists()
     assert_nothing_left(home)
+    store = open_store(home=home)
+    with store.transaction() as session:
+        runs = session.scalars(select(Run).order_by(Run.id)).all()
+    store.close()
+    # Each run ends with its own batch attempt: three attempts' arms, each stopped before
+    # the next attempt's arms started.
+    assert len(runs) == 6
+    for earlier, later in zip(runs[::2], runs[2::2], strict=False):
+        assert earlier.stopped_at is not None and earlier.stopped_at <= later.started_at
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ from hairline.lab.results import (
 from hairline.lab.trials import run_trials_of
 from hairline.stats.data import Comparison
 from hairline.store.db import Store
-from hairline.store.models import Arm, Build, VerdictRow
+from hairline.store.models import Arm, Build, Trial, VerdictRow
 from hairline.store.observations import (
     write_observations,
 )
@@ -122,6 +122,13 @@ def _reason(err: HairlineError) -> str:
 def _fail(ctx: Context, reason: str) -> None:
     with contextlib.suppress(LeaseLost):
         ctx.move(phase="failed", failure=reason, finished_at=ctx.options.clock(), progress="failed")
+        # The trial that was running will never finish: say so instead of "running".
+        with ctx.store.transaction() as session:
+            session.execute(
+                update(Trial)
+                .where(Trial.experiment_id == ctx.id, Trial.state == "running")
+                .values(state="abandoned", note=reason, finished_at=ctx.options.clock())
+            )
     release_hosts(ctx.store, ctx.id)
     ctx.emit("failed", reason)
 

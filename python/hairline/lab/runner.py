@@ -41,6 +41,7 @@ from hairline.report.jsonout import write_json
 __all__ = [
     "ArmDef",
     "ArmStarted",
+    "Hooks",
     "RunPlan",
     "TrialLeftOut",
     "cgroup_name",
@@ -163,29 +164,32 @@ def _counters_per_request(
     return out
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """What the lab is told, and asked, while a trial runs. ``check`` is called before each
+    batch and before measuring; it raises to abandon the trial (the lab's lease check)."""
+
+    progress: Progress | None = None
+    arm_started: ArmStarted | None = None
+    # A batch attempt's arms are all stopped (the lab records when each run ended).
+    arms_stopped: Callable[[Batch], None] | None = None
+    check: Callable[[], None] | None = None
+
+
 def run_trials(plan: RunPlan, *, progress: Progress | None = None) -> pa.Table:
     """Run every batch of ``plan`` and return the observations table."""
     batches = plan.batches()
     tables = [
-        run_trial(plan, [b for b in batches if b.trial == trial], progress=progress)
+        run_trial(plan, [b for b in batches if b.trial == trial], Hooks(progress=progress))
         for trial in sorted({b.trial for b in batches})
     ]
     return pa.concat_tables(tables, promote_options="permissive")
 
 
-def run_trial(
-    plan: RunPlan,
-    batches: Sequence[Batch],
-    *,
-    progress: Progress | None = None,
-    on_arm_started: ArmStarted | None = None,
-    check: Callable[[], None] | None = None,
-) -> pa.Table:
-    """Run the batches of one trial and return their observations.
-
-    ``check`` is called before each batch and before measuring; it raises to abandon the
-    trial (the lab's lease check). Arms are stopped on every path out.
-    """
+def run_trial(plan: RunPlan, batches: Sequence[Batch], hooks: Hooks | None = None) -> pa.Table:
+    """Run the batches of one trial and return their observations. Arms are stopped on
+    every path out."""
+    hooks = hooks or Hooks()
     columns: dict[str, list[object]] = {
         name: [] for name in ("trial", "batch", "arm", "host", "request", "endpoint", "metric")
     }
@@ -207,7 +211,7 @@ def run_trial(
         times.append(t)
 
     with thread_pinned_to(plan.harness_cpus):
-        per_request = _run_batches(plan, batches, add, progress, on_arm_started, check)
+        per_request = _run_batches(plan, batches, add, hooks)
     table = pa.table({**columns, "value": values, "t": times})
     return pa.concat_tables([table, *per_request], promote_options="permissive")
 
@@ -223,28 +227,27 @@ class _Attempt:
 
 
 def _run_batches(
-    plan: RunPlan,
-    batches: Sequence[Batch],
-    add: Callable[..., None],
-    progress: Progress | None,
-    on_arm_started: ArmStarted | None,
-    check: Callable[[], None] | None,
+    plan: RunPlan, batches: Sequence[Batch], add: Callable[..., None], hooks: Hooks
 ) -> list[pa.Table]:
     per_request: list[pa.Table] = []
     plan.workdir.mkdir(parents=True, exist_ok=True)
     for batch in batches:
         problems: list[str] = []
         for attempt in range(1, plan.max_batch_attempts + 1):
-            if check:
-                check()
-            result = _run_batch(plan, batch, attempt, progress, on_arm_started, check)
+            if hooks.check:
+                hooks.check()
+            try:
+                result = _run_batch(plan, batch, attempt, hooks)
+            finally:
+                if hooks.arms_stopped:
+                    hooks.arms_stopped(batch)
             problems = result.problems
             record = {**result.record, "accepted": not problems, "problems": problems}
             write_json(plan.workdir / f"{_tag(batch, attempt)}.batch.json", record)
             if not problems:
                 break
-            if progress:
-                progress(batch, f"spoiled (attempt {attempt}): {'; '.join(problems)}")
+            if hooks.progress:
+                hooks.progress(batch, f"spoiled (attempt {attempt}): {'; '.join(problems)}")
         else:
             raise TrialLeftOut(
                 f"batch {batch.batch + 1} was spoiled in all {plan.max_batch_attempts} "
@@ -266,14 +269,7 @@ def cgroup_name(prefix: str, arm: str, port: int) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{prefix}{arm}-{port}")
 
 
-def _run_batch(
-    plan: RunPlan,
-    batch: Batch,
-    attempt: int,
-    progress: Progress | None,
-    on_arm_started: ArmStarted | None,
-    check: Callable[[], None] | None,
-) -> _Attempt:
+def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> _Attempt:
     by_name = {a.name: a for a in plan.arms}
     tag = _tag(batch, attempt)
     with contextlib.ExitStack() as stack:
@@ -289,18 +285,18 @@ def _run_batch(
                     cgroup=cgroup_name(plan.cgroup_prefix, arm_name, port),
                 )
             )
-            if progress:
-                progress(batch, f"starting {arm_name} on host {host}")
+            if hooks.progress:
+                hooks.progress(batch, f"starting {arm_name} on host {host}")
             arm.start(health_timeout_s=plan.health_timeout_s)
             running[arm_name] = arm
-            if on_arm_started:
-                on_arm_started(batch, arm_name, host, arm.pid, port)
+            if hooks.arm_started:
+                hooks.arm_started(batch, arm_name, host, arm.pid, port)
         host_of = {name: host for host, name in enumerate(batch.arm_on_host)}
         names = list(running)
 
         try:
-            if progress:
-                progress(batch, "warming up")
+            if hooks.progress:
+                hooks.progress(batch, "warming up")
             engine.warm_up(
                 targets={n: running[n].url for n in names},
                 trace=plan.trace,
@@ -315,14 +311,14 @@ def _run_batch(
                 cpus=plan.harness_cpus,
                 spin_us=plan.engine_spin_us,
             )
-            if check:
-                check()
+            if hooks.check:
+                hooks.check()
 
             metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
             counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
             cpu_before = {n: running[n].cpu_ns() for n in names}
-            if progress:
-                progress(batch, "measuring")
+            if hooks.progress:
+                hooks.progress(batch, "measuring")
             started = time.monotonic()
             with _MemorySampler(running) as memory:
                 measured = engine.measure(

@@ -28,7 +28,7 @@ from hairline.lab.calibrate import calibrate
 from hairline.lab.context import Context
 from hairline.lab.queue import transition
 from hairline.lab.results import aa_experiments, settled_at_look
-from hairline.lab.runner import ArmDef, RunPlan, TrialLeftOut, run_trial
+from hairline.lab.runner import ArmDef, Hooks, RunPlan, TrialLeftOut, run_trial
 from hairline.lab.schedule import Batch
 from hairline.procs import group_alive, kill_group
 from hairline.stats.sequential import FIRST_LOOK
@@ -200,6 +200,16 @@ def run_trials_of(ctx: Context, allocation: Allocation) -> None:
             session.flush()
             run_ids[(batch.trial, batch.batch, arm)] = run.id
 
+    def stopped(batch: Batch) -> None:
+        """The batch attempt's arms are down: its runs end now, not with the trial."""
+        ids = [i for (t, b, _), i in run_ids.items() if (t, b) == (batch.trial, batch.batch)]
+        with ctx.store.transaction() as session:
+            session.execute(
+                update(Run)
+                .where(Run.id.in_(ids), Run.stopped_at.is_(None))
+                .values(stopped_at=clock())
+            )
+
     def progress(batch: Batch, what: str) -> None:
         ctx.emit(
             "batch",
@@ -226,9 +236,12 @@ def run_trials_of(ctx: Context, allocation: Allocation) -> None:
             table = run_trial(
                 plan,
                 [b for b in batches if b.trial == index],
-                progress=progress,
-                on_arm_started=started,
-                check=ctx.keeper.check,
+                Hooks(
+                    progress=progress,
+                    arm_started=started,
+                    arms_stopped=stopped,
+                    check=ctx.keeper.check,
+                ),
             )
         except TrialLeftOut as err:
             _end_trial(ctx, index, state="excluded", note=err.message)

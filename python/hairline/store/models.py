@@ -117,7 +117,8 @@ class Trial(Base):
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
     index: Mapped[int] = mapped_column(Integer)
     # pending | running | done | excluded (its batches were spoiled in every attempt) |
-    # skipped (a sequential design settled before it was needed)
+    # skipped (a sequential design settled before it was needed) | abandoned (the
+    # experiment failed or was interrupted while it ran)
     state: Mapped[str] = mapped_column(String(16))
     note: Mapped[str | None] = mapped_column(Text, nullable=True)  # why excluded or skipped
     attempts: Mapped[int] = mapped_column(Integer, default=0)
