@@ -469,3 +469,43 @@ def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled
     assert cpu["verdict"] == "regression"
     assert report["trials_done"] < 8 and states.count("skipped") == 8 - report["trials_done"]
     assert_nothing_left(home)
+
+
+def test_a_running_experiment_is_cancelled_between_batches_and_leaves_nothing(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    path = write_experiment(tmp_path / "c", tag="cancel", trials=5, duration_s=2.0)
+    home = tmp_path / "home"
+    queued = hairline("run", str(path), "--no-process", "--no-wait", home=home,
+                      engine=engine_path)  # fmt: skip
+    assert queued.returncode == 0, queued.stderr
+    env = {**os.environ, "HAIRLINE_ENGINE": str(engine_path)}
+    processor = subprocess.Popen(
+        [*HAIRLINE, "lab", "process", "--once", "--home", str(home), "--lease-s", "1.5"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    store = open_store(home=home)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with store.transaction() as session:
+                if session.scalar(select(Trial).where(Trial.state == "running")) is not None:
+                    break
+            assert time.monotonic() < deadline and processor.poll() is None
+            time.sleep(0.05)
+        cancelled = hairline("cancel", "1", "--wait", "30", home=home, engine=engine_path)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "cancel requested" in cancelled.stdout and "cancelled" in cancelled.stdout
+        processor.wait(timeout=30)
+        with store.transaction() as session:
+            [row] = session.scalars(select(Experiment)).all()
+            states = [t.state for t in session.scalars(select(Trial).order_by(Trial.index))]
+        assert row.phase == "cancelled"
+        assert "running" not in states and "abandoned" in states and "pending" in states
+    finally:
+        if processor.poll() is None:
+            processor.kill()
+        store.close()
+    assert_nothing_left(home)
+    again = hairline("cancel", "1", home=home, engine=engine_path)
+    assert again.returncode == 2 and "already ended" in again.stderr

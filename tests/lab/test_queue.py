@@ -9,7 +9,18 @@ import pytest
 from sqlalchemy import select
 
 from hairline.config import ExperimentConfig, load_experiment
-from hairline.lab.queue import LeaseLost, claim, enqueue, release, renew, transition
+from hairline.errors import HairlineError
+from hairline.lab.queue import (
+    Cancelled,
+    LeaseKeeper,
+    LeaseLost,
+    claim,
+    enqueue,
+    release,
+    renew,
+    request_cancel,
+    transition,
+)
 from hairline.store.db import Store, open_store
 from hairline.store.models import Arm, Experiment, Trial
 
@@ -48,7 +59,7 @@ def test_enqueue_makes_a_queued_experiment_with_its_arms_and_trials(
         arms = session.scalars(select(Arm.name).order_by(Arm.position)).all()
         trials = session.scalars(select(Trial.state).where(Trial.experiment_id == row.id)).all()
     assert arms == ["A", "B"]
-    assert trials == ["pending"] * config.design.trials
+    assert trials == ["pending"] * config.design.planned_trials
     assert Path(row.artifacts_dir).is_dir()
 
 
@@ -106,3 +117,41 @@ def test_the_oldest_waiting_experiment_goes_first(store: Store, config: Experime
     second = enqueue(store, config, clock=clock)
     assert claim(store, "p1", lease_s=30, clock=clock) == first
     assert claim(store, "p2", lease_s=30, clock=clock) == second
+
+
+def test_a_queued_experiment_is_cancelled_at_once_and_never_claimed(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    experiment_id = enqueue(store, config, clock=clock)
+    assert request_cancel(store, experiment_id, clock=clock) == "cancelled"
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        assert row is not None and row.phase == "cancelled" and row.finished_at == clock.now
+    assert claim(store, "p1", lease_s=30, clock=clock) is None
+
+
+def test_a_held_experiment_is_asked_to_stop_and_its_keeper_raises_at_the_next_check(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    experiment_id = enqueue(store, config, clock=clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == experiment_id
+    assert request_cancel(store, experiment_id, clock=clock) == "requested"
+    with (
+        LeaseKeeper(store, "p1", experiment_id, lease_s=30, clock=clock) as keeper,
+        pytest.raises(Cancelled),
+    ):
+        keeper.check()
+
+
+def test_an_ended_or_unknown_experiment_cannot_be_cancelled(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    experiment_id = enqueue(store, config, clock=clock)
+    request_cancel(store, experiment_id, clock=clock)
+    with pytest.raises(HairlineError, match="already ended \\(cancelled\\)"):
+        request_cancel(store, experiment_id, clock=clock)
+    with pytest.raises(HairlineError, match="no experiment 99"):
+        request_cancel(store, 99, clock=clock)

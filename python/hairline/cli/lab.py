@@ -29,7 +29,7 @@ from hairline.config import ExperimentConfig, load_experiment
 from hairline.hosts.inventory import ensure_local_hosts, set_quota
 from hairline.lab.demo import demo_config
 from hairline.lab.processor import Event, ProcessorOptions, process_experiment, process_next
-from hairline.lab.queue import enqueue, new_owner
+from hairline.lab.queue import enqueue, new_owner, request_cancel
 from hairline.report.context import ExperimentReport, experiment_json
 from hairline.report.experiment import load_report
 from hairline.report.html import render_html
@@ -338,6 +338,39 @@ for _name, _kind, _help in (("run", "ab", _RUN_HELP), ("aa", "aa", _AA_HELP)):
     _fn = _report_options(_run_options(_store_options(_fn)))
     _fn = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))(_fn)
     main.command(name=_name, help=_help)(_fn)
+
+
+@main.command()
+@click.argument("experiment_id", type=int)
+@_store_options
+@click.option("--wait", "wait_s", type=float, default=0.0, show_default=True,
+              help="Wait up to this many seconds for a running experiment to stop.")  # fmt: skip
+def cancel(experiment_id: int, db_url: str | None, home: Path, wait_s: float) -> None:
+    """Cancel a queued or running experiment.
+
+    A queued (or waiting) experiment is cancelled at once. A running one stops at the next
+    safe point, between batches: its arms are killed, its hosts released, its phase becomes
+    cancelled. Exit status 0 once cancelled or asked, 2 if there is nothing to cancel.
+    """
+    out = console()
+    store = open_store(db_url, home=home)
+    try:
+        outcome = request_cancel(store, experiment_id)
+        if outcome == "cancelled":
+            out.print(f"experiment {experiment_id}: cancelled")
+            return
+        out.print(
+            f"experiment {experiment_id}: cancel requested; its processor stops at the next batch"
+        )
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            phase = _phase(store, experiment_id)
+            if phase in TERMINAL_PHASES:
+                out.print(f"experiment {experiment_id}: {phase}")
+                return
+            time.sleep(0.5)
+    finally:
+        store.close()
 
 
 @main.command()

@@ -33,6 +33,7 @@ from hairline.hosts.inventory import (
 from hairline.lab.build import BuildResult, BuildSpec, Source, build
 from hairline.lab.context import Context, Event, ProcessorOptions
 from hairline.lab.queue import (
+    Cancelled,
     LeaseKeeper,
     LeaseLost,
     claim,
@@ -97,6 +98,9 @@ def _work(store: Store, experiment_id: int, options: ProcessorOptions) -> Outcom
         except LeaseLost:
             ctx.emit("failed", "lease lost; another processor took the experiment over")
             return "lost"
+        except Cancelled:
+            _end(ctx, "cancelled", "cancelled (hairline cancel); arms stopped, hosts released")
+            return "cancelled"
         except (HairlineError, KeyboardInterrupt) as err:
             reason = (
                 "interrupted (SIGINT); arms stopped"
@@ -120,17 +124,24 @@ def _reason(err: HairlineError) -> str:
 
 
 def _fail(ctx: Context, reason: str) -> None:
-    with contextlib.suppress(LeaseLost):
-        ctx.move(phase="failed", failure=reason, finished_at=ctx.options.clock(), progress="failed")
+    _end(ctx, "failed", reason)
+
+
+def _end(ctx: Context, phase: str, reason: str) -> None:
+    """End the experiment in ``phase`` (failed or cancelled) with ``reason``."""
+    with contextlib.suppress(LeaseLost), ctx.store.transaction() as session:
+        transition(
+            session, ctx.options.owner, ctx.id, clock=ctx.options.clock, phase=phase,
+            failure=reason, finished_at=ctx.options.clock(), progress=phase,
+        )  # fmt: skip
         # The trial that was running will never finish: say so instead of "running".
-        with ctx.store.transaction() as session:
-            session.execute(
-                update(Trial)
-                .where(Trial.experiment_id == ctx.id, Trial.state == "running")
-                .values(state="abandoned", note=reason, finished_at=ctx.options.clock())
-            )
+        session.execute(
+            update(Trial)
+            .where(Trial.experiment_id == ctx.id, Trial.state == "running")
+            .values(state="abandoned", note=reason, finished_at=ctx.options.clock())
+        )
     release_hosts(ctx.store, ctx.id)
-    ctx.emit("failed", reason)
+    ctx.emit(phase, reason)
 
 
 def _advance(ctx: Context) -> Outcome:

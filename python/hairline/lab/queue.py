@@ -14,6 +14,7 @@ the database's single writer gives the same guarantee.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -27,10 +28,20 @@ from sqlalchemy.orm import Session
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
+from hairline.hosts.inventory import release_hosts
 from hairline.store.db import Store
-from hairline.store.models import ACTIVE_PHASES, Arm, Experiment, Host, Service, Trial
+from hairline.store.models import (
+    ACTIVE_PHASES,
+    TERMINAL_PHASES,
+    Arm,
+    Experiment,
+    Host,
+    Service,
+    Trial,
+)
 
 __all__ = [
+    "Cancelled",
     "Clock",
     "LeaseKeeper",
     "LeaseLost",
@@ -39,14 +50,54 @@ __all__ = [
     "new_owner",
     "release",
     "renew",
+    "request_cancel",
     "transition",
 ]
 
 Clock = Callable[[], float]
 
 
-class LeaseLost(HairlineError):
-    """This processor no longer holds the experiment's lease; another one has it."""
+class LeaseLost(Exception):
+    """This processor no longer holds the experiment's lease; another one has it. Control
+    flow inside the lab, not a problem for the user to fix."""
+
+
+class Cancelled(Exception):
+    """``hairline cancel`` asked this experiment to stop; raised at the next safe point."""
+
+
+def request_cancel(store: Store, experiment_id: int, *, clock: Clock = time.time) -> str:
+    """Cancel an experiment: at once if no processor holds it ("cancelled"), else ask its
+    processor to stop at the next safe point, between batches ("requested")."""
+    now = clock()
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        if row is None:
+            raise HairlineError(
+                f"no experiment {experiment_id} in {store.url}",
+                hint="`hairline status` lists the experiments",
+            )
+        if row.phase in TERMINAL_PHASES:
+            raise HairlineError(
+                f"experiment {experiment_id} has already ended ({row.phase})",
+                hint="only queued or running experiments can be cancelled",
+            )
+        held = row.lease_owner is not None and (row.lease_expires_at or 0) > now
+        row.cancel_requested = True
+        if held:
+            return "requested"
+        row.phase = "cancelled"
+        row.finished_at = now
+        row.updated_at = now
+        row.progress = "cancelled"
+    release_hosts(store, experiment_id)
+    return "cancelled"
+
+
+def _cancel_requested(store: Store, experiment_id: int) -> bool:
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        return bool(row is not None and row.cancel_requested)
 
 
 def new_owner(prefix: str = "processor") -> str:
@@ -214,9 +265,8 @@ def transition(
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
         raise LeaseLost(
-            f"experiment {experiment_id}: lease lost; another processor has taken it over",
-            hint="this processor stalled longer than the lease; raise --lease-s if that was "
-            "expected",
+            f"experiment {experiment_id}: lease lost; another processor has taken it over "
+            "(this one stalled longer than the lease: raise --lease-s if that was expected)"
         )
 
 
@@ -241,6 +291,9 @@ class LeaseKeeper:
         self._clock = clock
         self._stop = threading.Event()
         self.lost = threading.Event()
+        self.cancelled = threading.Event()
+        if _cancel_requested(store, experiment_id):
+            self.cancelled.set()
         self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
 
     def _run(self) -> None:
@@ -253,11 +306,18 @@ class LeaseKeeper:
             if not ok:
                 self.lost.set()
                 return
+            with contextlib.suppress(Exception):
+                if _cancel_requested(store, experiment_id):
+                    self.cancelled.set()
 
     def check(self) -> None:
+        """Raise :class:`LeaseLost` once the lease is gone, :class:`Cancelled` once a
+        cancel was asked for."""
+        _, _, experiment_id = self._args
         if self.lost.is_set():
-            _, _, experiment_id = self._args
             raise LeaseLost(f"experiment {experiment_id}: lease lost")
+        if self.cancelled.is_set():
+            raise Cancelled(f"experiment {experiment_id}: cancelled")
 
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()
