@@ -619,7 +619,9 @@ def demo(
     """A/B of the bundled sample service with a CPU regression injected into B.
 
     Runs examples/sample-service/experiment.toml through the lab (queue, hosts, trials,
-    analysis, reports). Exits 0 when the injected regression is caught, 1 when missed.
+    analysis, reports). Exit status: 0 when the verdict is true to what was injected (the
+    regression caught; with --regress-cpu 0, nothing flagged), 1 when it is not, 2 on an
+    error.
     """
     out = console(json_path, markdown_path)
     config = demo_config(
@@ -644,12 +646,23 @@ def demo(
         store.close()
     if report.phase != "done":
         sys.exit(EXIT_ERROR)
-    caught = report.analysis is not None and any(
+    flagged = report.analysis is not None and any(
         r.metric == "cpu_ns_per_request" and r.verdict.label == "regression"
         for r in report.analysis.results
     )
-    if caught:
-        out.print(f"[bold green]caught[/]: the {regress_cpu:.0%} CPU regression in B was flagged.")
-        sys.exit(EXIT_OK)
-    out.print(f"[bold red]missed[/]: the {regress_cpu:.0%} CPU regression was not flagged.")
-    sys.exit(EXIT_REGRESSION)
+    ok, message = demo_outcome(regress_cpu, flagged)
+    out.print(("[bold green]" if ok else "[bold red]") + message)
+    sys.exit(EXIT_OK if ok else EXIT_REGRESSION)
+
+
+def demo_outcome(regress_cpu: float, flagged: bool) -> tuple[bool, str]:
+    """The demo's one contract: it passes (exit 0) when hairline told the truth about what
+    was injected: the regression flagged when there was one, nothing flagged when
+    ``--regress-cpu 0``. Exit 1 otherwise (a miss or a false alarm), 2 on an error."""
+    if regress_cpu > 0:
+        if flagged:
+            return True, f"caught[/]: the {regress_cpu:.0%} CPU regression in B was flagged."
+        return False, f"missed[/]: the {regress_cpu:.0%} CPU regression was not flagged."
+    if flagged:
+        return False, "false alarm[/]: nothing was injected, yet a CPU regression was flagged."
+    return True, "correct[/]: nothing was injected and nothing was flagged."
