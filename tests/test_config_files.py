@@ -78,3 +78,25 @@ def test_built_in_metrics_carry_their_direction(tmp_path: Path) -> None:
     # Named in the service file without a direction: it keeps its own.
     assert policies["goodput_per_s"].direction == "lower-is-worse"
     assert policies["goodput_per_s"].threshold.value == 0.02
+
+
+def test_one_round_names_type_errors_checks_misspelt_metrics_models_and_the_trace(
+    tmp_path: Path,
+) -> None:
+    from hairline.lab.files import load_experiment_file
+
+    path = experiment(tmp_path, "duration_s = 2", 'trials = "many"')
+    (tmp_path / "service.toml").write_text(SERVICE + 'cpu_ns_per_reqest = { threshold = "1%" }\n')
+    (tmp_path / "trace.jsonl").write_text("GET /index.html HTTP/1.1\nnot json either\n")
+    text = path.read_text() + '[analysis]\nmodel = "welch-nope"\n'
+    path.write_text(text.replace("[arms.B]", '[arms.B]\npath = "missing-folder"'))
+    with pytest.raises(ConfigError) as caught:
+        load_experiment_file(path)
+    message = str(caught.value)
+    assert "5 problems" in message, message
+    assert "design.trials" in message
+    assert "service.metrics.cpu_ns_per_reqest: no metric" in message
+    assert "did you mean 'cpu_ns_per_request'?" in message
+    assert "arms.B.path: 'missing-folder': no such folder" in message
+    assert "analysis.model: unknown model 'welch-nope'" in message
+    assert "trace: 'trace.jsonl' does not start as a trace" in message

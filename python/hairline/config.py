@@ -7,16 +7,17 @@ the command line as ``--threshold cpu_per_request=1%`` or ``--threshold p99_ms=0
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import re
 import shlex
 import string
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -236,12 +237,13 @@ class DesignConfig(_Model):
     decide_on: list[str] = Field(default_factory=lambda: ["cpu_ns_per_request"], min_length=1)
     max_batch_attempts: int = Field(default=3, ge=1, le=20)
 
-    @field_validator("trials")
+    @field_validator("trials", mode="before")
     @classmethod
-    def _trials_in_range(cls, value: int | str) -> int | str:
-        if isinstance(value, int) and not 1 <= value <= 1000:
-            raise ValueError('trials must be a whole number from 1 to 1000, or "auto"')
-        return value
+    def _trials_in_range(cls, value: object) -> object:
+        # One message for both forms, instead of one per member of the union.
+        if value == "auto" or (type(value) is int and 1 <= value <= 1000):
+            return value
+        raise ValueError(f'{value!r}: trials is a whole number from 1 to 1000, or "auto"')
 
     @property
     def sequential(self) -> bool:
@@ -295,11 +297,19 @@ class ExperimentConfig(_Model):
         return self.model_copy(update={"arms": dict.fromkeys(self.arms, base)})
 
 
-def load_experiment(path: Path) -> ExperimentConfig:
+# A check of a layer above config (the lab's: model names, the trace's first lines), run in
+# the same round as config's own: it reports with (field path, what is wrong, the fix).
+Report = Callable[[tuple[str, ...], str, str], None]
+ExtraCheck = Callable[[ExperimentConfig, Path, Report], None]
+
+
+def load_experiment(path: Path, *, checks: Sequence[ExtraCheck] = ()) -> ExperimentConfig:
     """Read an experiment file (and the service file it names); report every problem at once.
 
     Raises :class:`ConfigError` whose message lists each problem as ``file:line: field:
-    what is wrong`` followed by what to write instead.
+    what is wrong`` followed by what to write instead. A field of the wrong type does not
+    hide the other problems: the checks then run on the file without that field.
+    ``checks`` are run on the result with the same reporting (``hairline.lab.files``).
     """
     problems = _Problems()
     data = _read_toml(path, problems)
@@ -332,27 +342,60 @@ def load_experiment(path: Path) -> ExperimentConfig:
             for item in err.errors():
                 loc = tuple(str(p) for p in item["loc"])
                 problems.pydantic(service_file, service_doc_text, _service_loc(loc, nested), item)
-        if service is not None:
-            _check_service(service, service_file, service_doc_text, nested, problems)
+            checkable = _without_bad_fields(ServiceConfig, service_data, err)
+        else:
+            checkable = service
+        if checkable is not None:
+            _check_service(checkable, service_file, service_doc_text, nested, problems)
     raw = {**data, "service": service.model_dump() if service is not None else _PLACEHOLDER}
     raw["source"] = str(path.resolve())
     config: ExperimentConfig | None = None
+    checked: ExperimentConfig | None = None
     try:
-        config = ExperimentConfig.model_validate(raw)
+        config = checked = ExperimentConfig.model_validate(raw)
     except ValidationError as err:
         for item in err.errors():
             loc = tuple(str(p) for p in item["loc"])
             if loc and loc[0] == "service" and service is None:
                 continue
             problems.pydantic(path, text, loc, item)
-    if config is not None:
-        _check_experiment(config, path, text, problems)
+        checked = _without_bad_fields(ExperimentConfig, raw, err)
+    if checked is not None:
+        _check_experiment(checked, path, text, problems)
+        for check in checks:
+            check(checked, path, lambda loc, msg, fix: problems.at(path, text, loc, msg, fix))
     if problems or config is None or service is None:
         raise problems.error(path)
     return _resolve(config, path)
 
 
 _PLACEHOLDER = {"name": "x", "start": "x"}
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _without_bad_fields(model: type[_M], data: Any, err: ValidationError) -> _M | None:
+    """``data`` validated again without the fields that failed (so their defaults apply),
+    for the checks that need a typed config; None when a required field is among them."""
+    trimmed = copy.deepcopy(data)
+    for _ in range(3):
+        for item in err.errors():
+            # The loc may run past the data (a union's member names): drop the deepest key
+            # that is really there.
+            where: Any = trimmed
+            parent: dict[Any, Any] | None = None
+            last: Any = None
+            for key in item["loc"]:
+                if not isinstance(where, dict) or key not in where:
+                    break
+                parent, last, where = where, key, where[key]
+            if parent is not None:
+                parent.pop(last, None)
+        try:
+            return model.model_validate(trimmed)
+        except ValidationError as again:
+            err = again
+    return None
 
 
 def _read_toml(path: Path, problems: _Problems, *, field: str | None = None) -> dict[str, Any]:
@@ -406,7 +449,18 @@ def _check_service(
         value = getattr(service, key)
         if value is not None and not value.startswith("/"):
             svc((key,), f"{value!r} is not a path", f'write it as a path, e.g. "/{value}"')
+    known = [*BUILTIN_DIRECTIONS, *(f"{c}_per_request" for c in service.counters)]
     for metric, mc in service.metrics.items():
+        # name[endpoint]_per_request is the per-endpoint form of a counter's metric.
+        if re.sub(r"\[[^\]]*\]", "", metric) not in known:
+            close = difflib.get_close_matches(metric, known, n=1)
+            svc(
+                ("metrics", metric),
+                f"no metric {metric!r} is measured",
+                f"did you mean {close[0]!r}?" if close else
+                f"use one of {', '.join(known)} (a counter's metric is <counter>_per_request "
+                "for a counter listed in counters)",
+            )  # fmt: skip
         try:
             parse_threshold(mc.threshold)
         except ConfigError as err:
@@ -450,16 +504,6 @@ def _check_experiment(config: ExperimentConfig, path: Path, text: str, problems:
     if config.baseline is not None and config.baseline not in config.arms:
         exp(("baseline",), f"{config.baseline!r} is not an arm",
             f"use one of {', '.join(config.arms)}")  # fmt: skip
-    models = _known_models()
-    if config.analysis.model != "adaptive" and config.analysis.model not in models:
-        exp(("analysis", "model"), f"unknown model {config.analysis.model!r}",
-            f"use adaptive or one of {', '.join(models)}")  # fmt: skip
-
-
-def _known_models() -> list[str]:
-    from hairline.stats import list_models  # stats imports nothing of hairline
-
-    return list(list_models())
 
 
 def _template_fields(template: str) -> list[tuple[str, str]]:

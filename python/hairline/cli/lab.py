@@ -25,9 +25,10 @@ from rich.table import Table
 from sqlalchemy import func, select
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
-from hairline.config import ExperimentConfig, load_experiment
+from hairline.config import ExperimentConfig
 from hairline.hosts.inventory import ensure_local_hosts, set_quota
 from hairline.lab.demo import demo_config
+from hairline.lab.files import load_experiment_file
 from hairline.lab.processor import Event, ProcessorOptions, process_experiment, process_next
 from hairline.lab.queue import enqueue, new_owner, request_cancel
 from hairline.report.context import ExperimentReport, experiment_json
@@ -295,7 +296,7 @@ def _lab_command(kind: str) -> Callable[..., None]:
         html_path: Path | None,
     ) -> None:
         out = console(json_path, markdown_path)
-        config = load_experiment(file)
+        config = load_experiment_file(file)
         if check:
             out.print(
                 f"{_esc(str(file))}: ok ({config.service.name}, arms "

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hairline.config import ExperimentConfig, load_experiment
+from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
+from hairline.lab.files import load_experiment_file
 
 __all__ = ["demo_config", "repo_file"]
 
@@ -38,7 +39,7 @@ def demo_config(
     rate_per_s: float = 400.0,
 ) -> ExperimentConfig:
     """The bundled experiment, with the regression size and run length given."""
-    config = load_experiment(repo_file("examples", "sample-service", "experiment.toml"))
+    config = load_experiment_file(repo_file("examples", "sample-service", "experiment.toml"))
     arms = dict(config.arms)
     arms["B"] = arms["B"].model_copy(update={"args": ["--regress-cpu", f"{regress_cpu:g}"]})
     return config.model_copy(
