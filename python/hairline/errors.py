@@ -3,14 +3,29 @@
     HairlineError            anything the user can fix; has a ``hint``
     ├── ConfigError          a service or experiment file is wrong (names file and field)
     ├── DataError            an observations or trace file is wrong (names column/line)
-    └── EngineError          hairline-engine failed or could not be found
+    ├── EngineError          hairline-engine failed or could not be found
+    ├── ArmFailed            an arm did not start, or never became healthy
+    ├── BuildFailed          a build failed, timed out or made no artifact (names its log)
+    ├── HostsUnavailable     an experiment can never get its hosts here
+    └── CalibrationFailed    no replay rate kept the baseline's load valid
 
 The CLI prints these without a traceback and exits with status 2. Anything else is a bug.
+Control flow inside the lab (a lost lease, a cancel, a trial left out) is not in this
+family: those are plain exceptions of the modules that raise and catch them.
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DataError", "EngineError", "HairlineError"]
+__all__ = [
+    "ArmFailed",
+    "BuildFailed",
+    "CalibrationFailed",
+    "ConfigError",
+    "DataError",
+    "EngineError",
+    "HairlineError",
+    "HostsUnavailable",
+]
 
 
 class HairlineError(Exception):
@@ -37,3 +52,19 @@ class DataError(HairlineError):
 
 class EngineError(HairlineError):
     """``hairline-engine`` could not be run or reported a failure."""
+
+
+class ArmFailed(HairlineError):
+    """An arm did not start, or never became healthy."""
+
+
+class BuildFailed(HairlineError):
+    """A build command failed, timed out or produced no artifact. The hint names the log."""
+
+
+class HostsUnavailable(HairlineError):
+    """The experiment can never get its hosts here (too few, or over the team's quota)."""
+
+
+class CalibrationFailed(HairlineError):
+    """No replay rate kept the baseline's load valid."""

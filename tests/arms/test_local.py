@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hairline.arms.local import ArmFailed, ArmSpec, LocalArm, free_port
+from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.procfs import process_tree
+from hairline.errors import ArmFailed
 
 
 def http_server(tmp_path: Path, port: int) -> ArmSpec:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from hairline.errors import HostsUnavailable
 from hairline.hosts.inventory import (
     Allocation,
-    HostsUnavailable,
     Waiting,
     allocate,
     ensure_local_hosts,

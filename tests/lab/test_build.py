@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from hairline.errors import ConfigError
+from hairline.errors import BuildFailed, ConfigError
 from hairline.lab.build import (
-    BuildFailed,
     BuildResult,
     BuildSpec,
     Source,

@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from hairline.arms.local import ArmFailed, ArmSpec
+from hairline.arms.local import ArmSpec
+from hairline.errors import ArmFailed
 from hairline.lab.runner import ArmDef, RunPlan, run_trials
 from hairline.stats.data import ARM_A, ARM_B
 from hairline.store.observations import read_observations, write_observations

@@ -25,14 +25,10 @@ from types import TracebackType
 
 from hairline.arms.cgroup import ArmCgroup, create_cgroup
 from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
-from hairline.errors import HairlineError
+from hairline.errors import ArmFailed
 from hairline.procs import child_setup
 
-__all__ = ["ArmFailed", "ArmSpec", "LocalArm", "free_port", "wait_http_ok"]
-
-
-class ArmFailed(HairlineError):
-    """An arm did not start, or never became healthy."""
+__all__ = ["ArmSpec", "LocalArm", "free_port", "wait_http_ok"]
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, func, or_, select, update
 
-from hairline.errors import HairlineError
+from hairline.errors import HostsUnavailable
 from hairline.hosts.facts import probe_facts
 from hairline.store.db import Store
 from hairline.store.models import Host, Quota
 
 __all__ = [
     "Allocation",
-    "HostsUnavailable",
     "Layout",
     "Waiting",
     "allocate",
@@ -40,10 +39,6 @@ __all__ = [
     "release_hosts",
     "set_quota",
 ]
-
-
-class HostsUnavailable(HairlineError):
-    """The experiment can never get its hosts here (too few, or over the team's quota)."""
 
 
 @dataclass(frozen=True)

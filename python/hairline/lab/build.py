@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hairline.errors import ConfigError, HairlineError
+from hairline.errors import BuildFailed, ConfigError, HairlineError
 
-__all__ = ["BuildFailed", "BuildResult", "BuildSpec", "Source", "build", "build_key", "tree_hash"]
+__all__ = ["BuildResult", "BuildSpec", "Source", "build", "build_key", "tree_hash"]
 
 # Folders that hold tools' state or build output rather than source; never part of a folder's
 # content (inside a git work tree, only their untracked files are left out).
@@ -65,10 +65,6 @@ _GIT_LOCATION_VARS = (
     "GIT_NAMESPACE",
     "GIT_PREFIX",
 )
-
-
-class BuildFailed(HairlineError):
-    """A build command failed, timed out or produced no artifact. The hint names the log."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 from hairline import engine
 from hairline.arms.local import LocalArm, free_port
-from hairline.errors import HairlineError
+from hairline.errors import CalibrationFailed, HairlineError
 from hairline.lab.runner import ArmDef, RunPlan, cgroup_name
 
 __all__ = ["Calibration", "CalibrationStep", "calibrate", "next_rate"]
@@ -54,10 +54,6 @@ class Calibration:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
-
-
-class CalibrationFailed(HairlineError):
-    """No replay rate kept the baseline's load valid."""
 
 
 def next_rate(steps: Sequence[CalibrationStep], target: float) -> float | None:

@@ -21,10 +21,9 @@ from pathlib import Path
 from sqlalchemy import delete, select, update
 
 from hairline.config import ArmConfig
-from hairline.errors import HairlineError
+from hairline.errors import HairlineError, HostsUnavailable
 from hairline.hosts.inventory import (
     Allocation,
-    HostsUnavailable,
     Waiting,
     allocate,
     ensure_local_hosts,

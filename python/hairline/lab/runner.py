@@ -50,9 +50,13 @@ __all__ = [
 ]
 
 
-class TrialLeftOut(HairlineError):
+class TrialLeftOut(Exception):
     """A trial's batch was spoiled in every attempt; the trial is left out of the analysis
     with this reason (the experiment goes on)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass(frozen=True)
