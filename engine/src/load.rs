@@ -15,10 +15,18 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 
-use crate::pace::{recorded_offsets, Arrival};
+use crate::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
 use crate::request_log;
 use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
 use crate::trace::{is_token_byte, Trace, TraceError, TraceRequest};
+
+/// Longest phase (`--duration`, `--warmup-duration`, `--warm-timeout`): a week. Phases end at
+/// nanosecond deadlines on the monotonic clock, which a longer one would overflow, and a
+/// summary of every interval stays in memory until the run ends.
+pub const MAX_PHASE_S: f64 = 604_800.0;
+/// Longest `--timeout-ms`, `--interval-ms` and `--max-gap-ms`: an hour, the top of the
+/// latency histograms.
+pub const MAX_MS: u64 = 3_600_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ArrivalArg {
@@ -341,9 +349,9 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
                     args.speed
                 ));
             }
-            if !positive(args.max_gap_ms) {
+            if !positive(args.max_gap_ms) || args.max_gap_ms > MAX_MS as f64 {
                 problems.push(format!(
-                    "--max-gap-ms {}: expected a positive number of milliseconds",
+                    "--max-gap-ms {}: expected a positive number of milliseconds, at most {MAX_MS}",
                     args.max_gap_ms
                 ));
             }
@@ -362,7 +370,17 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
             let natural = recorded.natural_rate_per_s().unwrap_or(0.0);
             rate_per_s = match args.rate {
                 Some(r) => r,
-                None => natural,
+                None => {
+                    if natural > MAX_RATE_PER_S {
+                        problems.push(format!(
+                            "--pace recorded: the trace's timestamps replay at {natural:.0} requests \
+                             per second (--speed {}), more than the {MAX_RATE_PER_S:.0} per second \
+                             per target the engine can schedule; lower --speed or give --rate",
+                            args.speed
+                        ));
+                    }
+                    natural
+                }
             };
             arrival = recorded;
             arrival_name = "recorded";
@@ -386,11 +404,21 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
         problems.push(format!(
             "--rate {rate_per_s}: expected a positive number of requests per second"
         ));
+    } else if args.rate.is_some() && rate_per_s > MAX_RATE_PER_S {
+        problems.push(format!(
+            "--rate {rate_per_s}: the engine schedules at most {MAX_RATE_PER_S:.0} requests per \
+             second per target (one per microsecond)"
+        ));
     }
     let warmup_rate_per_s = args.warmup_rate.unwrap_or(rate_per_s);
     if !(warmup_rate_per_s.is_finite() && warmup_rate_per_s >= 0.0) {
         problems.push(format!(
             "--warmup-rate {warmup_rate_per_s}: expected a number >= 0"
+        ));
+    } else if args.warmup_rate.is_some() && warmup_rate_per_s > MAX_RATE_PER_S {
+        problems.push(format!(
+            "--warmup-rate {warmup_rate_per_s}: the engine schedules at most \
+             {MAX_RATE_PER_S:.0} requests per second per target (one per microsecond)"
         ));
     }
     let warmup_arrival = match args.arrival {
@@ -399,7 +427,14 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
         },
         ArrivalArg::Constant => Arrival::Constant,
     };
-    let duration_ns = if args.duration.is_finite() && args.duration > 0.0 {
+    let duration_ns = if args.duration.is_finite() && args.duration > MAX_PHASE_S {
+        problems.push(format!(
+            "--duration {}: at most {MAX_PHASE_S:.0} seconds (a week); for a run without an \
+             end, use --control with --duration 0 and stop it",
+            args.duration
+        ));
+        None
+    } else if args.duration.is_finite() && args.duration > 0.0 {
         Some((args.duration * 1e9) as u64)
     } else if args.duration == 0.0 && args.control {
         None
@@ -410,15 +445,19 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
         ));
         None
     };
-    if !(args.warmup_duration.is_finite() && args.warmup_duration >= 0.0) {
+    if !(args.warmup_duration.is_finite()
+        && args.warmup_duration >= 0.0
+        && args.warmup_duration <= MAX_PHASE_S)
+    {
         problems.push(format!(
-            "--warmup-duration {}: expected seconds >= 0",
+            "--warmup-duration {}: expected seconds >= 0, at most {MAX_PHASE_S:.0} (a week)",
             args.warmup_duration
         ));
     }
-    if !positive(args.warm_timeout) {
+    if !positive(args.warm_timeout) || args.warm_timeout > MAX_PHASE_S {
         problems.push(format!(
-            "--warm-timeout {}: expected a positive number of seconds",
+            "--warm-timeout {}: expected a positive number of seconds, at most {MAX_PHASE_S:.0} \
+             (a week)",
             args.warm_timeout
         ));
     }
@@ -431,11 +470,17 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
     if args.max_in_flight == 0 {
         problems.push("--max-in-flight 0: expected at least 1".into());
     }
-    if args.timeout_ms == 0 {
-        problems.push("--timeout-ms 0: expected a positive number of milliseconds".into());
+    if args.timeout_ms == 0 || args.timeout_ms > MAX_MS {
+        problems.push(format!(
+            "--timeout-ms {}: expected a positive number of milliseconds, at most {MAX_MS} (an hour)",
+            args.timeout_ms
+        ));
     }
-    if args.interval_ms == 0 {
-        problems.push("--interval-ms 0: expected a positive number of milliseconds".into());
+    if args.interval_ms == 0 || args.interval_ms > MAX_MS {
+        problems.push(format!(
+            "--interval-ms {}: expected a positive number of milliseconds, at most {MAX_MS} (an hour)",
+            args.interval_ms
+        ));
     }
     if args.spin_us > 1_000_000 {
         problems.push(format!(
@@ -684,6 +729,68 @@ mod tests {
         assert!(text.contains("--rate -1"), "{text}");
         assert!(text.contains("--duration 0"), "{text}");
         assert!(text.contains("--connections 0"), "{text}");
+    }
+
+    #[test]
+    fn what_cannot_be_scheduled_is_refused_naming_the_flag_and_the_limit() {
+        let a = args(&[
+            "--target",
+            "a=http://127.0.0.1:1",
+            "--path",
+            "/",
+            "--rate",
+            "1e12",
+            "--duration",
+            "1e12",
+            "--warmup-duration",
+            "1e9",
+            "--timeout-ms",
+            "18446744073709551615",
+            "--interval-ms",
+            "3600001",
+        ]);
+        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+            panic!("expected invalid")
+        };
+        let text = problems.join("\n");
+        for expected in [
+            "--rate 1000000000000: the engine schedules at most 1000000 requests per second",
+            "--duration 1000000000000: at most 604800 seconds",
+            "--warmup-duration 1000000000: expected seconds >= 0, at most 604800",
+            "--timeout-ms 18446744073709551615: expected a positive number of milliseconds, at most 3600000",
+            "--interval-ms 3600001",
+        ] {
+            assert!(text.contains(expected), "{expected}\n{text}");
+        }
+
+        // A recording whose requests all share one instant replays at an infinite rate.
+        let trace =
+            std::env::temp_dir().join(format!("hairline-burst-{}.jsonl", std::process::id()));
+        let mut text = String::from("{\"hairline_trace\": 1}\n");
+        for _ in 0..3 {
+            text.push_str("{\"path\": \"/\", \"ts_us\": 5}\n");
+        }
+        std::fs::write(&trace, text).expect("temp dir is writable");
+        let trace_arg = trace.to_string_lossy().into_owned();
+        let a = args(&[
+            "--target",
+            "a=http://127.0.0.1:1",
+            "--trace",
+            &trace_arg,
+            "--pace",
+            "recorded",
+            "--duration",
+            "1",
+        ]);
+        let outcome = build_plan(&a);
+        let _ = std::fs::remove_file(&trace);
+        let Err(LoadError::Invalid(problems)) = outcome else {
+            panic!("expected invalid")
+        };
+        assert!(
+            problems[0].contains("lower --speed or give --rate"),
+            "{problems:?}"
+        );
     }
 
     #[test]

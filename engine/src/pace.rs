@@ -55,6 +55,11 @@ pub struct Pacer {
 /// Sentinel due time of a paused schedule (rate 0).
 pub const NEVER_NS: u64 = u64::MAX;
 
+/// The highest rate a schedule may have, per target: one request per microsecond. Sending
+/// or dropping a request takes the event loop about that long, so a denser schedule can
+/// only fall further behind; near 1e9/s requests would share a nanosecond.
+pub const MAX_RATE_PER_S: f64 = 1_000_000.0;
+
 impl Pacer {
     /// A schedule whose first segment starts at `start_ns` at `rate_per_s`; the first request
     /// has index `first_index`.

@@ -30,7 +30,7 @@ use serde_json::{json, Map, Value};
 
 use crate::client::{connect_error_kind, Conn, ConnState, ReadOutcome, Response};
 use crate::histogram::{new_latency_histogram, percentiles_us, record_ns};
-use crate::pace::{Arrival, Pacer, NEVER_NS};
+use crate::pace::{Arrival, Pacer, MAX_RATE_PER_S, NEVER_NS};
 use crate::request_log::{ErrorKind, RequestRecord};
 use crate::validity;
 
@@ -41,6 +41,13 @@ pub const WARMUP_ID_BASE: u64 = 1 << 62;
 const HOUSEKEEPING_NS: u64 = 5_000_000;
 /// Inter-send gaps kept for the Poisson goodness-of-fit test.
 const MAX_GAPS: usize = 1_000_000;
+/// Requests dispatched in one turn of the loop at most. A loop that is behind schedule
+/// would otherwise keep dispatching, reading no signal, command or response, until it
+/// caught up, which at a rate it cannot keep is never.
+const MAX_TICKS_PER_TURN: u32 = 256;
+/// After SIGINT/SIGTERM, how long requests already sent may take to finish (or
+/// `--timeout-ms`, if shorter); those still unanswered then are cancelled.
+const SIGNAL_DRAIN_NS: u64 = 500_000_000;
 const WAKER: Token = Token(0);
 const TIMER: Token = Token(1);
 const FIRST_CONN: usize = 2;
@@ -420,6 +427,7 @@ impl<'p> Engine<'p> {
         let mut stopped_by = "duration";
         let mut drain_deadline_ns = NEVER_NS;
         let mut next_housekeeping_ns = t0;
+        // Set when a signal cut the drain short: the requests left were cancelled, not late.
         let mut cut_short = false;
         loop {
             let mut now = now_ns();
@@ -455,7 +463,10 @@ impl<'p> Engine<'p> {
                     break;
                 }
                 stopped_by = "signal";
-                drain_deadline_ns = self.begin_drain(now);
+                let drain_end = self.begin_drain(now);
+                let signal_end = now.saturating_add(SIGNAL_DRAIN_NS);
+                cut_short = signal_end < drain_end;
+                drain_deadline_ns = drain_end.min(signal_end);
             }
 
             if self.phase == Phase::Warmup {
@@ -630,7 +641,7 @@ impl<'p> Engine<'p> {
         writes: &mut [Option<u64>],
     ) -> Result<(), ReplayError> {
         let n_templates = self.plan.bodies.len() as u64;
-        loop {
+        for _ in 0..MAX_TICKS_PER_TURN {
             let due = pacer.next_due_ns();
             let now = now_ns();
             if due > now {
@@ -684,6 +695,7 @@ impl<'p> Engine<'p> {
                 }
             }
         }
+        Ok(())
     }
 
     /// Accepts a new request for target `k`; returns the write time if it went out at once.
@@ -1284,8 +1296,15 @@ fn parse_command(line: &str) -> Result<Vec<Command>, String> {
     for (key, v) in &obj {
         match key.as_str() {
             "rate_per_s" => match v.as_f64() {
-                Some(r) if r.is_finite() && r >= 0.0 => out.push(Command::SetRate(r)),
-                _ => return Err("rate_per_s must be a number >= 0".into()),
+                Some(r) if r.is_finite() && (0.0..=MAX_RATE_PER_S).contains(&r) => {
+                    out.push(Command::SetRate(r))
+                }
+                _ => {
+                    return Err(format!(
+                        "rate_per_s must be a number from 0 to {MAX_RATE_PER_S:.0} (per second, \
+                         per target)"
+                    ))
+                }
             },
             "stop" => {
                 if v.as_bool() == Some(true) {
@@ -1369,6 +1388,7 @@ mod tests {
         ));
         assert!(parse_command("{\"rate\": 3}").is_err_and(|e| e.contains("rate_per_s")));
         assert!(parse_command("{\"rate_per_s\": -1}").is_err());
+        assert!(parse_command("{\"rate_per_s\": 1e12}").is_err_and(|e| e.contains("1000000")));
         assert!(parse_command("rate 5").is_err());
     }
 

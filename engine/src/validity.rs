@@ -22,8 +22,20 @@ pub struct Gate {
     pub detail: String,
 }
 
-/// Achieved versus scheduled rate, per target; the worst target decides.
+/// Achieved versus scheduled rate, per target; the worst target decides. A run that
+/// scheduled nothing (stopped during the warm-up, paused throughout) measured nothing and
+/// fails it.
 pub fn rate_gate(scheduled: u64, sent_per_target: &[(String, u64)]) -> Gate {
+    if scheduled == 0 {
+        return Gate {
+            name: "rate",
+            value: 1.0,
+            limit: MAX_RATE_ERROR,
+            passed: false,
+            detail: "no request was scheduled in the measurement phase: nothing was measured"
+                .into(),
+        };
+    }
     let mut worst = 0.0f64;
     let mut worst_name = String::new();
     for (name, sent) in sent_per_target {
@@ -159,5 +171,11 @@ mod tests {
         assert!(late_gate(10, 1000).passed);
         assert!(!late_gate(11, 1000).passed);
         assert!(!dropped_gate(1).passed);
+    }
+
+    #[test]
+    fn a_run_that_scheduled_nothing_is_not_valid() {
+        let nothing = rate_gate(0, &[("a".into(), 0)]);
+        assert!(!nothing.passed && nothing.detail.contains("nothing was measured"));
     }
 }

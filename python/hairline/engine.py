@@ -72,6 +72,11 @@ REQUEST_DTYPE = np.dtype(
         ("_pad", "V5"),
     ]
 )
+#: The engine's limits (docs/engine.md): requests per second per target, seconds per phase,
+#: milliseconds of a timeout or an interval.
+MAX_RATE_PER_S = 1_000_000
+MAX_PHASE_S = 604_800
+MAX_MS = 3_600_000
 _REQUESTS_MAGIC = b"HLREQS\0\0"
 _REQUESTS_VERSION = 1
 _REQUESTS_HEADER_BYTES = 16
@@ -224,8 +229,21 @@ def _validate_plan(plan: LoadPlan) -> None:
         problems.append("rate_per_s: required unless pace='recorded'")
     if plan.rate_per_s is not None and not (math.isfinite(plan.rate_per_s) and plan.rate_per_s > 0):
         problems.append(f"rate_per_s: expected a positive number, got {plan.rate_per_s}")
+    for name in ("rate_per_s", "warmup_rate_per_s"):
+        rate = getattr(plan, name)
+        if rate is not None and rate > MAX_RATE_PER_S:
+            problems.append(
+                f"{name}: the engine schedules at most {MAX_RATE_PER_S} requests per second "
+                f"per target, got {rate:g}"
+            )
     if not (math.isfinite(plan.duration_s) and plan.duration_s >= 0):
         problems.append(f"duration_s: expected seconds >= 0, got {plan.duration_s}")
+    for name in ("duration_s", "warmup_duration_s", "warm_timeout_s"):
+        if getattr(plan, name) > MAX_PHASE_S:
+            problems.append(f"{name}: at most {MAX_PHASE_S} seconds, got {getattr(plan, name):g}")
+    for name in ("timeout_ms", "interval_ms"):
+        if getattr(plan, name) > MAX_MS:
+            problems.append(f"{name}: at most {MAX_MS}, got {getattr(plan, name)}")
     named = [u for u in plan.warm_urls if not u.startswith("http")]
     if named and len(named) != len(plan.warm_urls):
         problems.append("warm_urls: use plain URLs or 'name=url' strings, not both")

@@ -274,6 +274,49 @@ def test_sigint_ends_the_run_and_still_writes_the_summary(sample_service, engine
     assert len(read_requests(tmp_path / "requests.bin")) == requests
 
 
+def test_a_rate_or_duration_that_cannot_be_scheduled_is_refused_at_once(engine_path):
+    command = [str(engine_path), "load", "--target", "a=http://127.0.0.1:1", "--path", "/"]
+    command += ["--rate", "1e12", "--duration", "1e12", "--warmup-rate", "2e6"]
+    proc = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+
+    assert proc.returncode == 2
+    assert "--rate 1000000000000: the engine schedules at most 1000000 requests" in proc.stderr
+    assert "--warmup-rate 2000000: the engine schedules at most 1000000" in proc.stderr
+    assert "--duration 1000000000000: at most 604800 seconds" in proc.stderr
+
+
+def test_sigterm_at_a_rate_the_target_cannot_take_ends_the_run_within_a_second(
+    sample_service, engine_path, tmp_path
+):
+    # The heaviest endpoint at the highest rate: the engine is far ahead of the service, with
+    # thousands of requests outstanding when the signal comes.
+    svc = sample_service()
+    summary = tmp_path / "summary.json"
+    command = [str(engine_path), "load", "--target", f"a={svc.url}", "--path", "/api/feed"]
+    command += ["--rate", "1000000", "--duration", "60", "--summary", str(summary)]
+    engine = subprocess.Popen(command, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+
+    signalled = time.monotonic()
+    engine.send_signal(signal.SIGTERM)
+    _, stderr = engine.communicate(timeout=20)
+    took_s = time.monotonic() - signalled
+
+    assert engine.returncode == 0, stderr.decode()
+    assert took_s < 1.2
+    result = json.loads(summary.read_text())
+    assert result["stopped_by"] == "signal" and not result["valid"]
+    a = result["targets"]["a"]
+    assert a["requests"] > 0 and a["dropped"] > 0
+    # What was still outstanding when the drain was cut short was cancelled, not timed out.
+    assert a["errors_by_kind"].get("cancelled", 0) > 0
+
+
 def test_a_bad_trace_line_is_named(tmp_path, sample_service):
     svc = sample_service()
     trace = tmp_path / "bad.jsonl"

@@ -70,6 +70,21 @@ def test_a_bad_plan_names_every_field_at_once():
         assert field in message, field
 
 
+def test_a_plan_beyond_the_engines_limits_is_refused_before_it_runs():
+    with pytest.raises(ConfigError) as err:
+        LoadPlan(
+            targets=(("a", "http://y"),),
+            paths=("/",),
+            rate_per_s=1e12,
+            duration_s=1e12,
+            timeout_ms=10**12,
+        )
+    message = err.value.message
+    assert "rate_per_s: the engine schedules at most 1000000 requests per second" in message
+    assert "duration_s: at most 604800 seconds" in message
+    assert "timeout_ms: at most 3600000" in message
+
+
 def test_find_engine_explains_a_wrong_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("HAIRLINE_ENGINE", str(tmp_path / "missing"))
     with pytest.raises(EngineError) as err:
