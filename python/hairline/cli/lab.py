@@ -22,30 +22,24 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from sqlalchemy import func, select
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.config import ExperimentConfig
-from hairline.hosts.inventory import ensure_local_hosts, set_quota
+from hairline.hosts.inventory import ensure_local_hosts, inventory, set_quota
 from hairline.lab.demo import demo_config
 from hairline.lab.files import load_experiment_file
 from hairline.lab.processor import Event, ProcessorOptions, process_experiment, process_next
 from hairline.lab.queue import enqueue, new_owner, request_cancel
+from hairline.lab.status import artifacts_dir, experiment_rows, phase_of
 from hairline.report.context import ExperimentReport, experiment_json
 from hairline.report.experiment import load_report
 from hairline.report.html import render_html
 from hairline.report.jsonout import write_json
 from hairline.report.markdown import append_step_summary, render_markdown
 from hairline.report.terminal import print_experiment
-from hairline.store.db import DEFAULT_HOME, Store, open_store, pairs
+from hairline.store.db import DEFAULT_HOME, Store, open_store
 from hairline.store.models import (
     TERMINAL_PHASES,
-    Experiment,
-    Host,
-    Quota,
-    Service,
-    Trial,
-    VerdictRow,
 )
 
 
@@ -187,7 +181,7 @@ def _execute(
             while True:
                 outcome = process_experiment(store, experiment_id, options)
                 if outcome == "waiting" or outcome == "none":
-                    if outcome == "none" and _phase(store, experiment_id) in TERMINAL_PHASES:
+                    if outcome == "none" and phase_of(store, experiment_id)[0] in TERMINAL_PHASES:
                         break
                     time.sleep(2.0)
                     continue
@@ -198,19 +192,10 @@ def _execute(
     return experiment_id
 
 
-def _phase(store: Store, experiment_id: int) -> str:
-    with store.transaction() as session:
-        row = session.get(Experiment, experiment_id)
-        return row.phase if row else "missing"
-
-
 def _wait_terminal(store: Store, experiment_id: int, out: Console) -> None:
     last = ""
     while True:
-        with store.transaction() as session:
-            row = session.get(Experiment, experiment_id)
-            assert row is not None
-            phase, progress = row.phase, row.progress
+        phase, progress = phase_of(store, experiment_id)
         if progress != last:
             out.print(f"[dim]{_esc(phase)}: {_esc(progress)}[/]")
             last = progress
@@ -229,7 +214,7 @@ def _emit_reports(
     html_path: Path | None,
 ) -> ExperimentReport:
     report = load_report(store, experiment_id)
-    artifacts = _artifacts_dir(store, experiment_id)
+    artifacts = artifacts_dir(store, experiment_id)
     html_file = artifacts / "report.html"
     report = _with_html(report, html_file)
     html_file.parent.mkdir(parents=True, exist_ok=True)
@@ -262,13 +247,6 @@ def _with_html(report: ExperimentReport, path: Path) -> ExperimentReport:
     import dataclasses
 
     return dataclasses.replace(report, html_path=path)
-
-
-def _artifacts_dir(store: Store, experiment_id: int) -> Path:
-    with store.transaction() as session:
-        row = session.get(Experiment, experiment_id)
-        assert row is not None
-        return Path(row.artifacts_dir)
 
 
 def _exit_code(report: ExperimentReport) -> int:
@@ -365,7 +343,7 @@ def cancel(experiment_id: int, db_url: str | None, home: Path, wait_s: float) ->
         )
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            phase = _phase(store, experiment_id)
+            phase = phase_of(store, experiment_id)[0]
             if phase in TERMINAL_PHASES:
                 out.print(f"experiment {experiment_id}: {phase}")
                 return
@@ -390,7 +368,7 @@ def status(experiment_id: int | None, db_url: str | None, home: Path, as_json: b
             else:
                 print_experiment(report, out)
             return
-        rows = _experiment_rows(store)
+        rows = experiment_rows(store)
     finally:
         store.close()
     if as_json:
@@ -406,50 +384,6 @@ def status(experiment_id: int | None, db_url: str | None, home: Path, as_json: b
             _esc(str(r["failure"] or r["progress"]))[:80],
         )  # fmt: skip
     out.print(table)
-
-
-def _experiment_rows(store: Store) -> list[dict[str, Any]]:
-    with store.transaction() as session:
-        done = pairs(
-            session.execute(
-                select(Trial.experiment_id, func.count())
-                .where(Trial.state == "done")
-                .group_by(Trial.experiment_id)
-            )
-        )
-        total = pairs(
-            session.execute(select(Trial.experiment_id, func.count()).group_by(Trial.experiment_id))
-        )
-        regressions = pairs(
-            session.execute(
-                select(VerdictRow.experiment_id, func.count())
-                .where(VerdictRow.label == "regression")
-                .group_by(VerdictRow.experiment_id)
-            )
-        )
-        rows = session.execute(
-            select(Experiment, Service.name)
-            .join(Service, Service.id == Experiment.service_id)
-            .order_by(Experiment.id.desc())
-            .limit(50)
-        ).all()
-        return [
-            {
-                "id": e.id,
-                "service": name,
-                "kind": e.kind,
-                "team": e.team,
-                "phase": e.phase,
-                "failure": e.failure,
-                "progress": e.progress,
-                "trials_done": done.get(e.id, 0),
-                "trials": total.get(e.id, 0),
-                "regressions": regressions.get(e.id, 0),
-                "created_at": e.created_at,
-                "lease_owner": e.lease_owner,
-            }
-            for e, name in rows
-        ]
 
 
 @main.command()
@@ -564,19 +498,7 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
     store = open_store(db_url, home=home)
     try:
         layout = ensure_local_hosts(store, cpus_per_host=cpus_per_host)
-        with store.transaction() as session:
-            rows = [
-                {
-                    "name": h.name,
-                    "cpus": h.cpus,
-                    "enabled": h.enabled,
-                    "experiment": h.experiment_id,
-                    "team": h.team,
-                    "facts": json.loads(h.facts),
-                }
-                for h in session.scalars(select(Host).order_by(Host.id))
-            ]
-            quotas = {q.team: q.max_hosts for q in session.scalars(select(Quota))}
+        rows, quotas = inventory(store)
     finally:
         store.close()
     if as_json:

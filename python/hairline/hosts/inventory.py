@@ -20,6 +20,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import and_, func, or_, select, update
 
@@ -35,6 +36,7 @@ __all__ = [
     "allocate",
     "ensure_local_hosts",
     "held_hosts",
+    "inventory",
     "local_layout",
     "release_hosts",
     "set_quota",
@@ -239,3 +241,21 @@ def held_hosts(store: Store) -> list[tuple[str, int]]:
             select(Host.name, Host.experiment_id).where(Host.experiment_id.is_not(None))
         ).all()
         return [(name, int(eid)) for name, eid in rows if eid is not None]
+
+
+def inventory(store: Store) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every host with its facts and allocation, and every team's quota."""
+    with store.transaction() as session:
+        rows = [
+            {
+                "name": h.name,
+                "cpus": h.cpus,
+                "enabled": h.enabled,
+                "experiment": h.experiment_id,
+                "team": h.team,
+                "facts": json.loads(h.facts),
+            }
+            for h in session.scalars(select(Host).order_by(Host.id))
+        ]
+        quotas = {q.team: q.max_hosts for q in session.scalars(select(Quota))}
+    return rows, quotas

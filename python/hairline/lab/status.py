@@ -1,0 +1,77 @@
+"""What the lab's database says of its experiments, for the commands that show it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from hairline.errors import HairlineError
+from hairline.store.db import Store, pairs
+from hairline.store.models import Experiment, Service, Trial, VerdictRow
+
+__all__ = ["artifacts_dir", "experiment_rows", "phase_of"]
+
+
+def phase_of(store: Store, experiment_id: int) -> tuple[str, str]:
+    """An experiment's phase and progress line; ("missing", "") if there is none."""
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        return (row.phase, row.progress) if row else ("missing", "")
+
+
+def artifacts_dir(store: Store, experiment_id: int) -> Path:
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        if row is None:
+            raise HairlineError(
+                f"no experiment {experiment_id} in {store.url}",
+                hint="`hairline status` lists the experiments",
+            )
+        return Path(row.artifacts_dir)
+
+
+def experiment_rows(store: Store, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest experiments, one summary each (as `hairline status` lists them)."""
+    with store.transaction() as session:
+        done = pairs(
+            session.execute(
+                select(Trial.experiment_id, func.count())
+                .where(Trial.state == "done")
+                .group_by(Trial.experiment_id)
+            )
+        )
+        total = pairs(
+            session.execute(select(Trial.experiment_id, func.count()).group_by(Trial.experiment_id))
+        )
+        regressions = pairs(
+            session.execute(
+                select(VerdictRow.experiment_id, func.count())
+                .where(VerdictRow.label == "regression")
+                .group_by(VerdictRow.experiment_id)
+            )
+        )
+        rows = session.execute(
+            select(Experiment, Service.name)
+            .join(Service, Service.id == Experiment.service_id)
+            .order_by(Experiment.id.desc())
+            .limit(limit)
+        ).all()
+        return [
+            {
+                "id": e.id,
+                "service": name,
+                "kind": e.kind,
+                "team": e.team,
+                "phase": e.phase,
+                "failure": e.failure,
+                "progress": e.progress,
+                "trials_done": done.get(e.id, 0),
+                "trials": total.get(e.id, 0),
+                "regressions": regressions.get(e.id, 0),
+                "created_at": e.created_at,
+                "lease_owner": e.lease_owner,
+            }
+            for e, name in rows
+        ]
