@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from hairline.stats.data import MetricSample
+from hairline.stats.models import run_model
 from hairline.stats.preprocess import (
+    Preprocessing,
+    is_aggregate,
     outlier_cap,
     outlier_elim,
     outlier_thresholds,
@@ -80,3 +83,44 @@ def test_preprocess_dispatches_by_name_and_reports_the_power() -> None:
     assert rooted.sample.value.tolist() == [1.0, 2.0, 3.0, 4.0]
     with pytest.raises(ValueError, match="outlier-cap"):
         preprocess(sample, "log")  # type: ignore[arg-type]
+
+
+def swapped_batches(trials: int, *, effect_rel: float, slow_host: float) -> MetricSample:
+    """CPU per request as the lab stores it: one row per trial, batch, host and arm; in
+    batch 0 A runs on host 0 and B on host 1, in batch 1 they swap; host 1 is slower."""
+    value, arm, trial, batch, host = [], [], [], [], []
+    for t in range(trials):
+        for b in (0, 1):
+            for a in (0, 1):
+                h = (a + b) % 2
+                value.append(100.0 * (1 + effect_rel * a) * (slow_host if h else 1.0))
+                arm.append(a)
+                trial.append(t)
+                batch.append(b)
+                host.append(h)
+    return MetricSample.from_arrays(value, arm, trial=trial, batch=batch, host=host)
+
+
+def test_batch_level_aggregates_are_told_apart_from_request_rows() -> None:
+    assert is_aggregate(swapped_batches(3, effect_rel=0.02, slow_host=1.1))
+    per_request = MetricSample.from_arrays(
+        np.arange(8.0), [0, 0, 1, 1] * 2, trial=[0, 0, 0, 0, 1, 1, 1, 1]
+    )
+    assert not is_aggregate(per_request)
+    # Without structure columns each arm is one cell: one value per arm is an aggregate.
+    assert is_aggregate(two_arms([1.0], [2.0]))
+    assert not is_aggregate(two_arms([1.0, 2.0], [3.0]))
+
+
+@pytest.mark.parametrize("method", ["outlier-elim", "outlier-cap"])
+def test_outlier_methods_refuse_batch_level_aggregates(method: Preprocessing) -> None:
+    # Pooled per trial, the 99th percentile of four batch rows sits just below B's row on
+    # the slower host: outlier-elim dropped it and turned a true +2% into -2.9%.
+    sample = swapped_batches(8, effect_rel=0.02, slow_host=1.1)
+    with pytest.raises(ValueError, match=r"per-request rows.*trial, batch and arm.*'none'"):
+        preprocess(sample, method)
+    with pytest.raises(ValueError, match="per-request rows"):
+        run_model(f"permutation-{method}", sample, rng=np.random.default_rng(0))
+    # The preprocessing-free model sees the +2% the design was built to show.
+    plain = run_model("permutation-none", sample, rng=np.random.default_rng(0))
+    assert plain.effect_rel == pytest.approx(0.02)

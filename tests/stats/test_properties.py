@@ -19,8 +19,10 @@ SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.filter_too_much],
 )
+# At least 6 rows per arm, so that every trial holds 2 of each: rows per request, which the
+# outlier preprocessings need (they refuse one row per trial and arm, an aggregate).
 arm_values = st.lists(
-    st.floats(min_value=1.0, max_value=1000.0, allow_nan=False), min_size=3, max_size=25
+    st.floats(min_value=1.0, max_value=1000.0, allow_nan=False), min_size=6, max_size=25
 )
 scale_factors = st.floats(min_value=1e-3, max_value=1e3)
 shifts = st.floats(min_value=-0.5, max_value=1e4)

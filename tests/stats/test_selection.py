@@ -110,3 +110,21 @@ def test_fallback_prefers_hosts_then_trials_then_pairs_then_welch() -> None:
     assert fallback_model(MetricSample.from_arrays(ones, arm)) == "welch-none"
     # A laxer alpha needs fewer trials.
     assert fallback_model(six_trials, alpha=0.1) == "permutation-none"
+
+
+def test_selection_skips_outlier_models_for_batch_level_metrics() -> None:
+    # CPU per request: one row per trial, batch and arm. The outlier preprocessings would
+    # drop whole batches; selection leaves them out instead of failing on them.
+    rng = np.random.default_rng(8)
+    runs = []
+    for _ in range(12):
+        trial = np.repeat(np.arange(8), 4)
+        batch = np.tile([0, 0, 1, 1], 8)
+        arm = np.tile([0, 1, 1, 0], 8)
+        value = 100.0 * (1 + rng.normal(0, 0.01, 8))[trial] * (1 + rng.normal(0, 0.005, 32))
+        runs.append(MetricSample.from_arrays(value, arm, trial=trial, batch=batch))
+    selection = select_model(runs, rng=rng, injected_rel=0.02)
+    names = {score.model for score in selection.scores}
+    assert "t-test-none" in names and "permutation-none" in names
+    assert not any("outlier" in name for name in names)
+    assert selection.best is not None and "outlier" not in selection.best

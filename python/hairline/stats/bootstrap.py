@@ -39,13 +39,16 @@ clusters both corrections vanish and this is the paper's CLT interval.
 
 Intervals: ``"clt"`` (the paper's choice) is the estimate plus or minus the t quantile
 times the standard deviation of the replicates; its p-value is ``2 * P(T > |z|)`` with
-``z = effect / se`` and ``T`` Student's t with ``C - 1`` degrees of freedom. ``"percentile"``
-takes the alpha/2 and 1 - alpha/2 quantiles of the replicates; its p-value is twice the
-smaller share of replicates on either side of zero,
-``2 * min(#{d* <= 0} + 1, #{d* >= 0} + 1) / (R + 1)``, capped at 1, which is below alpha
-exactly when zero lies outside the percentile interval (up to the +1 correction that keeps
-it above zero). Replicates in which an arm gets zero total weight (possible with Poisson
-weights and few clusters) are dropped and reported in the warnings.
+``z = effect / se`` and ``T`` Student's t with ``C - 1`` degrees of freedom. The
+``"percentile"`` p-value is twice the smaller share of replicates on either side of zero,
+``2 * min(#{d* <= 0} + 1, #{d* >= 0} + 1) / (R + 1)``, capped at 1, and its interval is the
+band of order statistics [d*_(k), d*_(R-k+1)] that the same count accepts (k the fewest
+replicates on each side for p >= alpha; about the alpha/2 and 1 - alpha/2 quantiles), so it
+excludes zero exactly when p < alpha. Both tests are on the difference of means; the
+relative interval is the absolute one divided by A's mean, the same test on another scale
+(the replicates of the ratio are reported as ``se_rel`` only). Replicates in which an arm
+gets zero total weight (possible with Poisson weights and few clusters) are dropped and
+reported in the warnings.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as _scipy_stats
 
+from hairline.stats._modelkit import agree_with_p, rank_band, rank_p_value, t_decision
 from hairline.stats.data import ARM_A, ARM_B, Comparison, MetricSample
 
 __all__ = [
@@ -451,30 +454,39 @@ def _validate_bootstrap_compare(
         raise TypeError("rng must be a numpy.random.Generator, e.g. numpy.random.default_rng(0)")
 
 
-def _interval(
+def _decision(
     estimate: float, replicates: FloatArray, interval: Interval, alpha: float, df: int
-) -> tuple[float, float]:
+) -> tuple[float, tuple[float, float]]:
+    """The p-value and the (1 - alpha) interval of one test on the replicates.
+
+    ``clt``: estimate/se against Student's t(df), and estimate ± t quantile × se. The
+    ``percentile`` p-value counts replicates on each side of 0; its interval is the band of
+    order statistics that the same count accepts (about the alpha/2 and 1 - alpha/2
+    quantiles), so that it excludes 0 exactly when p < alpha.
+    """
+    nan = (math.nan, math.nan)
     se = float(np.std(replicates, ddof=1)) if replicates.size >= 2 else math.nan
     if not (math.isfinite(estimate) and se > 0):
+        return math.nan, nan
+    if interval == "clt":
+        p, lo, hi = t_decision(estimate, se, float(df), alpha)
+        return float(p), (float(lo), float(hi))
+    below = int(np.count_nonzero(replicates <= 0))
+    above = int(np.count_nonzero(replicates >= 0))
+    return rank_p_value(below, above, replicates.size), rank_band(replicates, alpha)
+
+
+def _relative_interval(
+    ci_abs: tuple[float, float], mean_a: float, p_value: float, alpha: float
+) -> tuple[float, float]:
+    # The test is on the difference of means; its interval divided by A's mean is the
+    # relative interval of the same test (the replicates of the ratio would be a second
+    # distribution, which could disagree with the p-value about 0).
+    if mean_a == 0 or not math.isfinite(mean_a):
         return (math.nan, math.nan)
-    if interval == "clt":
-        half = float(_scipy_stats.t.ppf(1 - alpha / 2, df)) * se
-        return (estimate - half, estimate + half)
-    lo, hi = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
-    return (float(lo), float(hi))
-
-
-def _p_value(
-    estimate: float, se: float, replicates: FloatArray, interval: Interval, df: int
-) -> float:
-    if not (math.isfinite(estimate) and se > 0):
-        return math.nan
-    if interval == "clt":
-        return float(2 * _scipy_stats.t.sf(abs(estimate) / se, df))
-    n = replicates.size
-    below = (np.count_nonzero(replicates <= 0) + 1) / (n + 1)
-    above = (np.count_nonzero(replicates >= 0) + 1) / (n + 1)
-    return float(min(1.0, 2 * min(below, above)))
+    lo, hi = sorted((ci_abs[0] / mean_a, ci_abs[1] / mean_a))
+    agreed = agree_with_p(lo, hi, p_value, alpha)
+    return (float(agreed[0]), float(agreed[1]))
 
 
 def _degenerate_clusters(totals: ClusterTotals, cluster: str) -> str | None:
@@ -508,9 +520,9 @@ def bootstrap_compare(
 
     Returns the model ``"bootstrap-<cluster>"`` with ``effect_abs`` = mean(B) - mean(A),
     ``effect_rel`` = effect_abs / mean(A), intervals from the replicates of the difference
-    and of the relative difference, and a p-value from the interval's rule (see the module
-    docstring). ``details`` holds ``se_abs`` and ``se_rel`` (standard deviations of the
-    replicates), ``n_clusters``, ``df`` and ``n_replicates`` (replicates kept). ``blocks``
+    divided by A's mean, and a p-value from the same test (see the module docstring).
+    ``details`` holds ``se_abs`` and ``se_rel`` (standard deviations of the replicates),
+    ``n_clusters``, ``df`` and ``n_replicates`` (replicates kept). ``blocks``
     maps host id to block id for ``cluster="host-block"``; without it blocks come from the
     data.
 
@@ -559,15 +571,16 @@ def bootstrap_compare(
     se_rel = float(np.std(rep_rel, ddof=1)) if rep_rel.size >= 2 else math.nan
     if se_abs == 0:
         warnings.append("the replicates do not vary: no interval or p-value")
+    p_value, ci_abs = _decision(effect_abs, rep_abs, checked_interval, alpha, df)
     return Comparison(
         model=f"bootstrap-{checked_cluster}",
         mean_a=mean_a,
         mean_b=mean_b,
         effect_abs=effect_abs,
         effect_rel=effect_rel,
-        ci_abs=_interval(effect_abs, rep_abs, checked_interval, alpha, df),
-        ci_rel=_interval(effect_rel, rep_rel, checked_interval, alpha, df),
-        p_value=_p_value(effect_abs, se_abs, rep_abs, checked_interval, df),
+        ci_abs=ci_abs,
+        ci_rel=_relative_interval(ci_abs, mean_a, p_value, alpha),
+        p_value=p_value,
         alpha=float(alpha),
         n_a=n_a,
         n_b=n_b,

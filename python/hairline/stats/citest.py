@@ -9,9 +9,11 @@ combine into one distribution.
 
 Two ways to get the interval from n historical runs:
 
-- ``empirical``: the alpha/2 and 1 - alpha/2 quantiles of the history, and a rank p-value
-  (two-sided, min(1, 2·min((1 + #{h <= d}), (1 + #{h >= d}))/(n + 1))). Distribution-free,
-  which is why the paper uses history at all, but it needs many runs to resolve small alphas.
+- ``empirical``: a rank p-value (two-sided, min(1, 2·min((1 + #{h <= d}), (1 + #{h >= d}))/
+  (n + 1))) and the band of order statistics [h_(k), h_(n-k+1)] it accepts, k the fewest
+  runs on each side that keep p >= alpha (about the alpha/2 and 1 - alpha/2 quantiles).
+  Distribution-free, which is why the paper uses history at all, but it needs many runs to
+  resolve small alphas.
 - ``normal``: a prediction interval for one new run, mean ± t(n-1)·sd·sqrt(1 + 1/n), and the
   matching t p-value. Exact for normal run-to-run differences, usable with few runs.
 
@@ -19,8 +21,10 @@ Two ways to get the interval from n historical runs:
 week of ServiceLab's two-hourly A/A runs) and normal below that.
 
 The interval for the effect inverts the test: every shift δ for which d - δ lies inside the
-history interval, i.e. [d - upper, d - lower]. It holds 0 exactly when the test does not
-reject. ``effect_rel`` is the plain observed d; the history's centre is in ``details``.
+history band, i.e. [d - upper, d - lower]. It holds 0 exactly when the test does not reject
+(for ``empirical`` because the band is the rank test's acceptance region, not interpolated
+quantiles, which would disagree with the rank p-value between two order statistics).
+``effect_rel`` is the plain observed d; the history's centre is in ``details``.
 """
 
 from __future__ import annotations
@@ -35,8 +39,11 @@ from scipy import stats as sps
 
 from hairline.stats._modelkit import (
     FloatArray,
-    comparison_from_ratio,
+    comparison_from_relative,
     nan_comparison,
+    rank_band,
+    rank_p_value,
+    t_decision,
     warn_degenerate,
 )
 from hairline.stats.data import ARM_A, ARM_B, Comparison, MetricSample
@@ -121,23 +128,30 @@ def ci_threshold(
         return CIThreshold(math.nan, math.nan, math.nan, chosen, len(h))
     center = float(np.mean(h))
     if chosen == "empirical":
-        lower, upper = np.quantile(h, [alpha / 2.0, 1.0 - alpha / 2.0])
-        return CIThreshold(float(lower), float(upper), center, chosen, len(h))
+        lower, upper = rank_band(h, alpha)
+        return CIThreshold(lower, upper, center, chosen, len(h))
     spread = float(np.std(h, ddof=1)) * math.sqrt(1.0 + 1.0 / len(h))
     half = float(sps.t.ppf(1.0 - alpha / 2.0, len(h) - 1)) * spread
     return CIThreshold(center - half, center + half, center, chosen, len(h))
 
 
-def _p_value(observed: float, h: FloatArray, method: Literal["empirical", "normal"]) -> float:
+def _decision(
+    observed: float, h: FloatArray, threshold: CIThreshold, alpha: float
+) -> tuple[float, tuple[float, float]]:
+    """The p-value of ``observed`` against the history and the interval for the effect that
+    inverts the same test: every δ for which observed - δ lies in the history band."""
     n = len(h)
-    if method == "empirical":
-        below = (1 + np.count_nonzero(h <= observed)) / (n + 1)
-        above = (1 + np.count_nonzero(h >= observed)) / (n + 1)
-        return float(min(1.0, 2.0 * min(below, above)))
+    if threshold.method == "empirical":
+        below = int(np.count_nonzero(h <= observed))
+        p = rank_p_value(below, int(np.count_nonzero(h >= observed)), n)
+        return p, (observed - threshold.upper, observed - threshold.lower)
+    shifted = observed - threshold.center
     spread = float(np.std(h, ddof=1)) * math.sqrt(1.0 + 1.0 / n)
     if spread == 0.0:
-        return 1.0 if observed == float(np.mean(h)) else 0.0
-    return float(2.0 * sps.t.sf(abs(observed - float(np.mean(h))) / spread, n - 1))
+        # Every A/A run agreed exactly: any other difference is beyond the history.
+        return (1.0 if shifted == 0.0 else 0.0), (shifted, shifted)
+    p_t, lo, hi = t_decision(shifted, spread, float(n - 1), alpha)
+    return float(p_t), (float(lo), float(hi))
 
 
 def _validate_ci_test(
@@ -182,15 +196,14 @@ def ci_test(
         return nan_comparison(model, sample, alpha=alpha, message=message)
     mean_a, mean_b = float(np.mean(a)), float(np.mean(b))
     observed = mean_b / mean_a - 1.0
-    # The A/A band of relative differences, moved to the observed difference, read as an
-    # interval of mean(B) / mean(A) on the metric's own scale (power 1: no transform).
-    return comparison_from_ratio(
+    p_value, interval = _decision(observed, h, threshold, alpha)
+    return comparison_from_relative(
         model=model,
         location_a=mean_a,
-        location_b=mean_b,
-        ratio_ci=(1.0 + observed - threshold.upper, 1.0 + observed - threshold.lower),
+        relative=observed,
+        relative_ci=interval,
         power=1.0,
-        p_value=_p_value(observed, h, threshold.method),
+        p_value=p_value,
         alpha=alpha,
         n_a=len(a),
         n_b=len(b),

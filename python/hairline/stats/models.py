@@ -6,8 +6,8 @@ returns a :class:`~hairline.stats.data.Comparison` whose ``effect_rel`` and ``ci
 the metric's original units:
 
 - the p-value is the model's test on the preprocessed data;
-- the effect and interval are the HHVM delta-method relative effect
-  (hhvm-autotuning-icpe23 section 5.1) of the model's location estimates: plain means for
+- the interval inverts the same test (every shift it does not reject), so it excludes 0
+  exactly when p < alpha; relative to the model's baseline location: plain means for
   ``none``, capped or trimmed means for the outlier methods (already in the metric's units),
   and for ``sqrt`` the squared mean of square roots, with ratios squared on the way back
   (exact when a change scales every observation, see :mod:`hairline.stats._modelkit`);
@@ -160,6 +160,28 @@ def _bootstrap_model(name: str, cluster: str) -> Model:
     return run
 
 
+def _flag_same_constant(run: Model) -> Model:
+    """``details["same_constant"] = 1`` when every row of both arms holds one value (an
+    error rate of 0 in each): the verdict then says no change whatever the test could say,
+    since there is no difference to explain (a sign-flip test with 4 trials cannot even
+    bound a shift of exactly nothing)."""
+
+    def flagged(
+        sample: MetricSample,
+        *,
+        alpha: float,
+        rng: np.random.Generator,
+        history: History | None,
+    ) -> Comparison:
+        result = run(sample, alpha=alpha, rng=rng, history=history)
+        values = sample.value
+        if len(values) and bool(np.all(values == values[0])):
+            return dataclasses.replace(result, details={**result.details, "same_constant": 1.0})
+        return result
+
+    return flagged
+
+
 def _build() -> dict[str, ModelInfo]:
     registry: dict[str, ModelInfo] = {}
     for test, equal_var in (("t-test", True), ("welch", False)):
@@ -179,8 +201,8 @@ def _build() -> dict[str, ModelInfo]:
                 run=_t_model(pre, equal_var=equal_var),
             )
     for test, make, what in (
-        ("permutation", _permutation_model, "sign-flip test"),
-        ("paired-t", _paired_model, "paired t-test"),
+        ("permutation", _permutation_model, "sign-flip test on per-trial mean differences"),
+        ("paired-t", _paired_model, "paired t-test on per-trial mean differences"),
     ):
         for pre in PREPROCESSINGS:
             name = f"{test}-{pre}"
@@ -191,7 +213,7 @@ def _build() -> dict[str, ModelInfo]:
                 needs_columns=("trial",),
                 needs_history=False,
                 min_trials=2,
-                description=f"{what} on per-trial mean differences after {pre}",
+                description=f"{what} after {pre}",
                 run=make(pre),
             )
     registry["ci-test"] = ModelInfo(
@@ -224,7 +246,10 @@ def _build() -> dict[str, ModelInfo]:
     return registry
 
 
-_REGISTRY = _build()
+_REGISTRY = {
+    name: dataclasses.replace(info, run=_flag_same_constant(info.run))
+    for name, info in _build().items()
+}
 
 
 def list_models() -> list[str]:

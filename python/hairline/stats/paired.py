@@ -15,18 +15,26 @@ M_i is a difference of means over hundreds or thousands of requests, so by the c
 theorem they are close to it; the A/A simulations in the tests check the rate with skewed
 per-request values and 2 to 6 trials.
 
-The effect and interval are the HHVM delta-method relative effect on the paired trial means
-(t quantile with m - 1 degrees of freedom), the same as the permutation model's.
+The interval inverts the same test: mean(M) ± t_{1-alpha/2}(m - 1)·sd(M)/sqrt(m), divided by
+the mean of A's trial means for the relative scale, so it excludes 0 exactly when p < alpha.
+:func:`paired_t_core` is that computation on arrays of differences (any leading shape), which
+the planning and sequential simulations call so that they judge exactly what the model does.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
-from hairline.stats._modelkit import comparison_from_ratio, nan_comparison, warn_degenerate
+from hairline.stats._modelkit import (
+    FloatArray,
+    comparison_from_shift,
+    nan_comparison,
+    t_decision,
+    warn_degenerate,
+)
 from hairline.stats.data import ARM_A, ARM_B, Comparison, MetricSample
 from hairline.stats.permutation import per_trial_means
 from hairline.stats.preprocess import (
@@ -35,9 +43,35 @@ from hairline.stats.preprocess import (
     preprocess,
     validate_test_arguments,
 )
-from hairline.stats.relative import relative_effect
 
-__all__ = ["paired_t_test"]
+__all__ = ["PairedCore", "paired_t_core", "paired_t_test"]
+
+
+@dataclass(frozen=True)
+class PairedCore:
+    """The paired t-test on the last axis of an array of per-trial differences."""
+
+    mean: FloatArray
+    se: FloatArray
+    df: int
+    p_value: FloatArray
+    ci: tuple[FloatArray, FloatArray]
+
+
+def paired_t_core(differences: FloatArray, alpha: float) -> PairedCore:
+    """Paired t-test of mean 0 on the last axis (one value per trial), with the interval
+    that inverts it. Differences that are all equal give p = 1 when they are 0, NaN
+    otherwise; fewer than 2 trials give NaN.
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    m = d.shape[-1]
+    if m < 2:
+        nan = np.full(d.shape[:-1], math.nan)
+        return PairedCore(nan, nan, m - 1, nan, (nan, nan))
+    mean = np.mean(d, axis=-1)
+    se = np.std(d, axis=-1, ddof=1) / math.sqrt(m)
+    p, lo, hi = t_decision(mean, se, float(m - 1), alpha)
+    return PairedCore(mean, se, m - 1, p, (lo, hi))
 
 
 def paired_t_test(
@@ -64,36 +98,31 @@ def paired_t_test(
         return nan_comparison(model, sample, alpha=alpha, message=message)
     differences = means_b - means_a
     mean_difference = float(np.mean(differences))
-    sd = float(np.std(differences, ddof=1))
-    df = float(trials - 1)
-    if sd == 0.0:
-        if mean_difference != 0.0:
-            message = warn_degenerate(
-                f"{model}: every trial differs by exactly {mean_difference:g}; with no spread "
-                f"between trials the t statistic is undefined"
-            )
-            return nan_comparison(model, sample, alpha=alpha, message=message)
-        t_stat, p_value = 0.0, 1.0
-    else:
-        t_stat = mean_difference / (sd / math.sqrt(trials))
-        p_value = float(2.0 * sps.t.sf(abs(t_stat), df))
-    rel = relative_effect(means_a, means_b, alpha=alpha, paired=True)
-    return comparison_from_ratio(
+    core = paired_t_core(differences, alpha)
+    p_value = float(core.p_value)
+    if math.isnan(p_value):
+        message = warn_degenerate(
+            f"{model}: every trial differs by exactly {mean_difference:g}; with no spread "
+            f"between trials the t statistic is undefined"
+        )
+        return nan_comparison(model, sample, alpha=alpha, message=message)
+    se = float(core.se)
+    t_stat = mean_difference / se if se > 0.0 else 0.0
+    return comparison_from_shift(
         model=model,
-        location_a=rel.mean_a,
-        location_b=rel.mean_b,
-        ratio_ci=(1.0 + rel.ci_rel[0], 1.0 + rel.ci_rel[1]),
+        location_a=float(np.mean(means_a)),
+        shift=mean_difference,
+        shift_ci=(float(core.ci[0]), float(core.ci[1])),
         power=pre.power,
         p_value=p_value,
         alpha=alpha,
         n_a=int(np.count_nonzero(pre.sample.arm == ARM_A)),
         n_b=int(np.count_nonzero(pre.sample.arm == ARM_B)),
-        warnings=rel.warnings,
         details={
             "trials": float(trials),
             "mean_difference": mean_difference,
             "t": t_stat,
-            "df": df,
+            "df": float(trials - 1),
             "rows_changed": float(pre.n_changed),
         },
     )

@@ -1,5 +1,5 @@
 """ServiceLab's permutation test on the vector M of per-trial differences of means
-(servicelab-osdi24 section 4.2).
+(servicelab-osdi24 section 4.2), with the interval that inverts it.
 
 For each trial, M_i = mean(B rows of trial i) - mean(A rows of trial i). Under H0: μ_Δ = 0 the
 arms of a trial are exchangeable, so each M_i is as likely to carry either sign; the null
@@ -11,21 +11,34 @@ exact; otherwise ``n_resamples`` random sign vectors are drawn and p = (1 + hits
 Only trial means enter, so noise that both arms of a trial share (the machines' state, the
 time of day) cancels, and requests within a trial are never treated as independent.
 
-The p-value is the sign-flip test's on the (preprocessed) trial means. ``ci_rel`` is the HHVM
-delta-method interval on the paired trial means (t quantile with m - 1 degrees of freedom),
-mapped back to the metric's units like every model (:mod:`hairline.stats._modelkit`).
+**The interval is the test inverted.** The (1 - alpha) interval for the shift δ is every δ
+for which the same sign-flip test on M - δ gives p >= alpha. Write μ = mean(M) and, for a
+sign vector s, k_s = Σ s_i and c_s = Σ s_i M_i - k_s μ. The vector s counts as "as extreme"
+for the shift μ + u exactly when |c_s - k_s u| >= m |u|; for |k_s| < m the left side grows
+slower than the right as |u| grows, so s counts on a closed interval [μ - v_s, μ + u_s] with
+
+    u_s = max(c_s / (m + k_s), -c_s / (m - k_s)),   v_s = max(c_s / (m - k_s), -c_s / (m + k_s)),
+
+and the two constant vectors (k_s = ±m) count for every δ. The p-value at δ is therefore a
+count of u_s (or v_s) at least the distance |δ - μ|, monotone in that distance on each side,
+and the interval's ends are order statistics of u and v: the acceptance region is an
+interval, computed exactly, and it holds 0 exactly when p >= alpha (the p-value at 0 is
+counted from the same u and v). When the test cannot reach alpha at all (2/2^m > alpha) the
+interval is the whole line, which says what the test can say. Divided by the mean of A's
+trial means, it is the relative interval (:mod:`hairline.stats._modelkit`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from hairline.stats._modelkit import (
     FloatArray,
-    comparison_from_ratio,
+    comparison_from_shift,
     nan_comparison,
     warn_degenerate,
 )
@@ -36,7 +49,6 @@ from hairline.stats.preprocess import (
     preprocess,
     validate_test_arguments,
 )
-from hairline.stats.relative import relative_effect
 
 __all__ = [
     "DEFAULT_MAX_EXACT_TRIALS",
@@ -56,12 +68,14 @@ _TIE_TOLERANCE = 100 * np.finfo(np.float64).eps
 
 @dataclass(frozen=True)
 class SignFlipResult:
-    """The sign-flip test of H0: mean(M) = 0."""
+    """The sign-flip test of H0: mean(M) = 0 and the (1 - alpha) interval for mean(M) that
+    inverts it (ends may be infinite: the test cannot reject any shift there)."""
 
     statistic: float
     p_value: float
     n_permutations: int
     exact: bool
+    ci: tuple[float, float] = (math.nan, math.nan)
 
 
 def _validate_sign_flip(m: FloatArray, n_resamples: int, max_exact_trials: int) -> None:
@@ -75,17 +89,75 @@ def _validate_sign_flip(m: FloatArray, n_resamples: int, max_exact_trials: int) 
         )
 
 
+def _sign_chunks(
+    count: int, exact: bool, n_resamples: int, rng: np.random.Generator
+) -> Iterator[FloatArray]:
+    """Sign vectors in chunks: all 2^count of them, or ``n_resamples`` drawn."""
+    if exact:
+        total = 2**count
+        for start in range(0, total, _CHUNK_ROWS):
+            codes = np.arange(start, min(start + _CHUNK_ROWS, total), dtype=np.int64)
+            yield (((codes[:, None] >> np.arange(count)) & 1) * 2.0 - 1.0).astype(np.float64)
+        return
+    done = 0
+    while done < n_resamples:
+        rows = min(_CHUNK_ROWS, n_resamples - done)
+        yield (rng.integers(0, 2, size=(rows, count)) * 2.0 - 1.0).astype(np.float64)
+        done += rows
+
+
+class _Largest:
+    """The ``keep`` largest values seen so far, kept across chunks."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.values = np.empty(0)
+
+    def add(self, chunk: FloatArray) -> None:
+        if self.keep <= 0:
+            return
+        merged = np.concatenate([self.values, chunk])
+        if len(merged) > self.keep:
+            merged = np.partition(merged, len(merged) - self.keep)[len(merged) - self.keep :]
+        self.values = merged
+
+    def kth(self, k: int) -> float:
+        """The k-th largest value (k <= keep); +inf for k <= 0, where every distance is
+        accepted, and 0 when fewer than k values were seen."""
+        if k <= 0:
+            return math.inf
+        if len(self.values) < k:
+            return 0.0
+        return float(np.partition(self.values, len(self.values) - k)[len(self.values) - k])
+
+
+def _needed(total: int, alpha: float, exact: bool) -> int:
+    """The fewest sign vectors counted "as extreme" for p >= alpha, by the same float
+    arithmetic as the p-value (so the interval and the p-value agree to the last bit)."""
+
+    def p_of(hits: int) -> float:
+        return hits / total if exact else (1 + hits) / (1 + total)
+
+    hits = max(0, math.floor(alpha * total) - 2)
+    while hits <= total and p_of(hits) < alpha:
+        hits += 1
+    return hits
+
+
 def sign_flip_test(
     differences: FloatArray,
     *,
     rng: np.random.Generator,
     n_resamples: int = 9999,
     max_exact_trials: int = DEFAULT_MAX_EXACT_TRIALS,
+    alpha: float = 0.05,
 ) -> SignFlipResult:
-    """Two-sided sign-flip permutation test that the mean of ``differences`` is 0.
+    """Two-sided sign-flip permutation test that the mean of ``differences`` is 0, and the
+    (1 - ``alpha``) interval for the mean that inverts it (module text).
 
     Exact (every sign vector) when ``len(differences) <= max_exact_trials``, Monte Carlo with
-    ``n_resamples`` draws from ``rng`` otherwise. An empty input gives NaN and a warning.
+    ``n_resamples`` draws from ``rng`` otherwise (the interval then inverts the test on the
+    same draws). An empty input gives NaN and a warning.
     """
     m = np.asarray(differences, dtype=np.float64)
     _validate_sign_flip(m, n_resamples, max_exact_trials)
@@ -93,24 +165,31 @@ def sign_flip_test(
     if count == 0 or not np.all(np.isfinite(m)):
         warn_degenerate("the sign-flip test needs at least one finite per-trial difference")
         return SignFlipResult(math.nan, math.nan, 0, False)
-    observed = float(np.mean(m))
-    threshold = abs(observed) * (1.0 - _TIE_TOLERANCE)
-    if count <= max_exact_trials:
-        codes = np.arange(2**count, dtype=np.int64)
-        hits = 0
-        for start in range(0, len(codes), _CHUNK_ROWS):
-            bits = (codes[start : start + _CHUNK_ROWS, None] >> np.arange(count)) & 1
-            means = ((2.0 * bits - 1.0) @ m) / count
-            hits += int(np.count_nonzero(np.abs(means) >= threshold))
-        return SignFlipResult(observed, hits / 2**count, 2**count, True)
-    hits = 0
-    done = 0
-    while done < n_resamples:
-        rows = min(_CHUNK_ROWS, n_resamples - done)
-        signs = rng.integers(0, 2, size=(rows, count)) * 2.0 - 1.0
-        hits += int(np.count_nonzero(np.abs(signs @ m / count) >= threshold))
-        done += rows
-    return SignFlipResult(observed, (1 + hits) / (1 + n_resamples), n_resamples, False)
+    exact = count <= max_exact_trials
+    total = 2**count if exact else n_resamples
+    mu = float(np.mean(m))
+    need = _needed(total, alpha, exact)
+    # The constant vectors count at every shift; every other one counts while the shift is
+    # within v below or u above mu. Rounding is resolved in favour of counting, as exact
+    # ties must (a trial whose difference is 0 flips to itself).
+    always = 0
+    hits_at_zero = 0
+    below, above = _Largest(need), _Largest(need)
+    for signs in _sign_chunks(count, exact, n_resamples, rng):
+        k = signs.sum(axis=1)
+        constant = np.abs(k) == count
+        always += int(np.count_nonzero(constant))
+        k, signs = k[~constant], signs[~constant]
+        c = signs @ m - k * mu
+        up = np.maximum(c / (count + k), -c / (count - k)) * (1.0 + _TIE_TOLERANCE)
+        down = np.maximum(c / (count - k), -c / (count + k)) * (1.0 + _TIE_TOLERANCE)
+        hits_at_zero += int(np.count_nonzero((down if mu >= 0.0 else up) >= abs(mu)))
+        below.add(down)
+        above.add(up)
+    hits = always + hits_at_zero
+    p = hits / total if exact else (1 + hits) / (1 + total)
+    ci = (mu - below.kth(need - always), mu + above.kth(need - always))
+    return SignFlipResult(mu, p, total, exact, ci)
 
 
 def per_trial_means(sample: MetricSample) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -175,15 +254,17 @@ def permutation_test(
             f"{needed} trials"
         )
     flip = sign_flip_test(
-        means_b - means_a, rng=rng, n_resamples=n_resamples, max_exact_trials=max_exact_trials
+        means_b - means_a,
+        rng=rng,
+        n_resamples=n_resamples,
+        max_exact_trials=max_exact_trials,
+        alpha=alpha,
     )
-    rel = relative_effect(means_a, means_b, alpha=alpha, paired=True)
-    notes.extend(rel.warnings)
-    return comparison_from_ratio(
+    return comparison_from_shift(
         model=model,
-        location_a=rel.mean_a,
-        location_b=rel.mean_b,
-        ratio_ci=(1.0 + rel.ci_rel[0], 1.0 + rel.ci_rel[1]),
+        location_a=float(np.mean(means_a)),
+        shift=flip.statistic,
+        shift_ci=flip.ci,
         power=pre.power,
         p_value=flip.p_value,
         alpha=alpha,

@@ -7,6 +7,14 @@ heterogeneous; outlier-elim deletes the points above a percentile and outlier-ca
 without a number; hairline's default is the 99th, which leaves 99% of requests untouched and
 removes the worst tail seen under strenuous load.
 
+The outlier methods act on per-request rows, the distribution of one arm's requests. A
+metric with one row per trial, batch and arm (an aggregate: CPU per request, a p99,
+throughput) has no request distribution: removing or capping "the top 1%" of such rows
+removes or caps a whole batch of one arm, which is not an outlier among requests but half of
+a comparison (measured: outlier-elim dropped B's row on the slower host and reversed the
+sign of a true +2%). The outlier methods refuse such samples with a ``ValueError`` that
+names the fix (:func:`is_aggregate` tells them apart).
+
 Thresholds are computed from both arms pooled, per trial when the sample has a trial column.
 Pooling matters for two reasons. Under the null hypothesis the arms are exchangeable, and a
 threshold that is a symmetric function of the pooled data keeps them exchangeable, so the
@@ -28,9 +36,11 @@ from hairline.stats.data import MetricSample
 
 __all__ = [
     "DEFAULT_OUTLIER_PERCENTILE",
+    "OUTLIER_METHODS",
     "PREPROCESSINGS",
     "Preprocessed",
     "Preprocessing",
+    "is_aggregate",
     "outlier_cap",
     "outlier_elim",
     "outlier_thresholds",
@@ -41,7 +51,9 @@ __all__ = [
 
 Preprocessing = Literal["none", "sqrt", "outlier-elim", "outlier-cap"]
 PREPROCESSINGS: tuple[Preprocessing, ...] = ("none", "sqrt", "outlier-elim", "outlier-cap")
+OUTLIER_METHODS: tuple[Preprocessing, ...] = ("outlier-elim", "outlier-cap")
 DEFAULT_OUTLIER_PERCENTILE = 99.0
+_CELL_COLUMNS = ("trial", "batch")
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,30 @@ def sqrt_transform(values: FloatArray) -> FloatArray:
     return np.sqrt(values)
 
 
+def is_aggregate(sample: MetricSample) -> bool:
+    """Whether every (trial, batch, arm) cell holds at most one row: a metric aggregated
+    per batch rather than observed per request. Columns the sample lacks are left out of the
+    cell (with neither, each arm is one cell). Hosts are not part of the cell: in a batch an
+    arm runs on one host, and samples with a host per row are still rows of requests."""
+    if len(sample) == 0:
+        return False
+    keys = [np.asarray(sample.arm, dtype=np.int64)]
+    keys += [getattr(sample, name) for name in _CELL_COLUMNS if getattr(sample, name) is not None]
+    cells = np.unique(np.stack(keys, axis=1), axis=0)
+    return bool(len(cells) == len(sample))
+
+
+def _refuse_aggregates(sample: MetricSample, method: str) -> None:
+    if is_aggregate(sample):
+        cell = ", ".join(n for n in _CELL_COLUMNS if getattr(sample, n) is not None)
+        raise ValueError(
+            f"{method} applies to per-request rows of one arm; this metric has one row per "
+            f"{cell + ' and ' if cell else ''}arm (an aggregate such as CPU per request or a "
+            f"p99), where dropping or capping a row changes a whole batch of one arm: use the "
+            f"'none' or 'sqrt' preprocessing instead (e.g. trimmed-t-none, paired-t-none)"
+        )
+
+
 def outlier_thresholds(
     sample: MetricSample, *, percentile: float = DEFAULT_OUTLIER_PERCENTILE
 ) -> FloatArray:
@@ -113,7 +149,12 @@ def outlier_thresholds(
 def outlier_elim(
     sample: MetricSample, *, percentile: float = DEFAULT_OUTLIER_PERCENTILE
 ) -> Preprocessed:
-    """Delete the rows above the pooled ``percentile`` (ServiceLab's outlier-elim)."""
+    """Delete the rows above the pooled ``percentile`` (ServiceLab's outlier-elim).
+
+    Refuses a batch-level aggregate (:func:`is_aggregate`) with a ``ValueError``.
+    """
+    _validate_percentile(percentile)
+    _refuse_aggregates(sample, "outlier-elim")
     keep: NDArray[np.bool_] = sample.value <= outlier_thresholds(sample, percentile=percentile)
     return Preprocessed(
         sample=sample.select(keep),
@@ -127,7 +168,12 @@ def outlier_elim(
 def outlier_cap(
     sample: MetricSample, *, percentile: float = DEFAULT_OUTLIER_PERCENTILE
 ) -> Preprocessed:
-    """Cap the rows above the pooled ``percentile`` at it (winsorising; outlier-cap)."""
+    """Cap the rows above the pooled ``percentile`` at it (winsorising; outlier-cap).
+
+    Refuses a batch-level aggregate (:func:`is_aggregate`) with a ``ValueError``.
+    """
+    _validate_percentile(percentile)
+    _refuse_aggregates(sample, "outlier-cap")
     thresholds = outlier_thresholds(sample, percentile=percentile)
     above = sample.value > thresholds
     return Preprocessed(

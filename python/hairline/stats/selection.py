@@ -38,6 +38,7 @@ from scipy import stats as sps
 from hairline.stats.citest import aa_differences
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
 from hairline.stats.models import PAPER_MODELS, list_models, model_info
+from hairline.stats.preprocess import OUTLIER_METHODS, is_aggregate
 
 __all__ = [
     "DEFAULT_INJECTED_REL",
@@ -205,13 +206,21 @@ def evaluate_model(
 
 
 def _default_candidates(aa_runs: Sequence[MetricSample]) -> list[str]:
-    # The paper's seven, plus Welch, plus the bootstraps the data has clusters for.
+    # The paper's seven, plus Welch, plus the bootstraps the data has clusters for. The
+    # outlier preprocessings act on per-request rows only: for a metric aggregated per batch
+    # (one row per trial, batch and arm) they are not candidates at all, rather than
+    # candidates that fail on every run.
     columns = {
         name
         for name in ("trial", "host", "request", "batch")
         if all(getattr(run, name) is not None for run in aa_runs)
     }
-    chosen = [*PAPER_MODELS, "welch-none"]
+    per_request = not any(is_aggregate(run) for run in aa_runs)
+    chosen = [
+        name
+        for name in (*PAPER_MODELS, "welch-none")
+        if per_request or model_info(name).preprocessing not in OUTLIER_METHODS
+    ]
     for name in list_models():
         info = model_info(name)
         if info.test == "bootstrap" and set(info.needs_columns) <= columns and info.needs_columns:

@@ -1,10 +1,12 @@
 """Student's and Welch's t-test for one trial (servicelab-osdi24 section 4.2; the statistic of
 hhvm-autotuning-icpe23 section 5.1), after one of ServiceLab's preprocessings.
 
-The p-value is the t-test's on the preprocessed values. ``effect_rel`` and ``ci_rel`` are the
-HHVM delta-method relative effect on the same values, mapped back to the metric's units (see
-:mod:`hairline.stats._modelkit`): for the square root the locations are squared root means
-and ratios are squared; for the outlier methods they are the capped or trimmed means.
+The p-value is the t-test's on the preprocessed values, and the interval inverts the same
+test: difference of means ± t quantile × the test's standard error, with the test's degrees
+of freedom, divided by A's (preprocessed) mean for the relative scale and mapped back to the
+metric's units (see :mod:`hairline.stats._modelkit`): for the square root the locations are
+squared root means; for the outlier methods they are the capped or trimmed means. So the
+interval excludes 0 exactly when p < alpha.
 
 The t-test treats every row as independent. ServiceLab uses it for single-trial experiments;
 given several trials it still pools all rows, and says so in a warning, because trial-to-trial
@@ -16,11 +18,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats as sps
 
 from hairline.stats._modelkit import (
-    comparison_from_ratio,
+    comparison_from_shift,
     nan_comparison,
+    t_decision,
     warn_degenerate,
 )
 from hairline.stats.data import ARM_A, ARM_B, Comparison, MetricSample
@@ -30,7 +32,7 @@ from hairline.stats.preprocess import (
     preprocess,
     validate_test_arguments,
 )
-from hairline.stats.relative import relative_effect, sample_size_warnings
+from hairline.stats.relative import sample_size_warnings
 
 __all__ = ["t_test"]
 
@@ -86,15 +88,13 @@ def t_test(
         se = math.sqrt(va + vb)
         df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
     t_stat = diff / se
-    p_value = float(2.0 * sps.t.sf(abs(t_stat), df))
-    rel = relative_effect(a, b, alpha=alpha)
-    notes.extend(rel.warnings)
+    p_value, lo, hi = (float(v) for v in t_decision(diff, se, df, alpha))
     notes.extend(sample_size_warnings(a, b))
-    return comparison_from_ratio(
+    return comparison_from_shift(
         model=model,
-        location_a=rel.mean_a,
-        location_b=rel.mean_b,
-        ratio_ci=(1.0 + rel.ci_rel[0], 1.0 + rel.ci_rel[1]),
+        location_a=float(np.mean(a)),
+        shift=diff,
+        shift_ci=(lo, hi),
         power=pre.power,
         p_value=p_value,
         alpha=alpha,

@@ -159,7 +159,7 @@ def decide(
     def verdict(label: Label, reason: str) -> Verdict:
         return Verdict(metric, comparison, rule, p, label, reason)
 
-    if (
+    if comparison.details.get("same_constant") == 1.0 or (
         (math.isnan(p) or p == 1.0)
         and math.isnan(worse_lo + worse_hi)
         and math.isfinite(comparison.mean_a)
