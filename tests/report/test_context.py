@@ -18,13 +18,13 @@ from hairline.report.context import (
     ArmReport,
     ExperimentReport,
     HostReport,
+    analysis_json,
     experiment_json,
     headline,
     load_notes,
     metric_trials,
 )
 from hairline.report.jsonout import to_jsonable
-from hairline.report.terminal import analysis_json
 from hairline.store.observations import Observations, read_observations, write_observations
 
 COLD_ROWS = 40  # requests served cold (three times slower) at the start of every trial

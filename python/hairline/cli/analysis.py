@@ -13,8 +13,9 @@ from hairline.errors import ConfigError
 from hairline.lab.analysis import AnalysisOptions
 from hairline.lab.analysis import analyze as run_analysis
 from hairline.lab.plan import parse_components, plan_from_aa, plan_from_components
+from hairline.report.context import analysis_json
 from hairline.report.jsonout import write_json
-from hairline.report.terminal import analysis_json, print_analysis, print_plan
+from hairline.report.terminal import print_analysis, print_plan
 from hairline.stats import list_models
 from hairline.stats.designs import VarianceComponents
 from hairline.stats.planning import CostModel

@@ -43,6 +43,7 @@ __all__ = [
     "MetricTrials",
     "Status",
     "TrialValue",
+    "analysis_json",
     "effect_text",
     "experiment_json",
     "headline",
@@ -343,6 +344,43 @@ def _when(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
+def analysis_json(analysis: Analysis) -> dict[str, object]:
+    """The JSON contract of ``hairline analyze --json``: one object per metric and arm."""
+    return {
+        "source": analysis.source,
+        "baseline": analysis.baseline,
+        "alpha": analysis.alpha,
+        "correction": analysis.correction,
+        "regression": bool(analysis.regressions),
+        "metrics": [
+            {
+                "metric": r.metric,
+                "arm": r.candidate,
+                "effect_rel": r.comparison.effect_rel,
+                "ci_rel": list(r.comparison.ci_rel),
+                "effect_abs": r.comparison.effect_abs,
+                "ci_abs": list(r.comparison.ci_abs),
+                "mean_a": r.comparison.mean_a,
+                "mean_b": r.comparison.mean_b,
+                "p_value": r.comparison.p_value,
+                "p_adjusted": r.verdict.p_adjusted,
+                "model": r.model,
+                "model_reason": r.model_reason,
+                "threshold": r.verdict.threshold,
+                "threshold_kind": r.verdict.rule.kind,
+                "direction": r.verdict.direction,
+                "verdict": r.verdict.label,
+                "reason": r.verdict.reason,
+                "n_a": r.comparison.n_a,
+                "n_b": r.comparison.n_b,
+                "warmup_rows_cut": r.warmup_rows_cut,
+                "warnings": list(r.comparison.warnings),
+            }
+            for r in analysis.results
+        ],
+    }
+
+
 def experiment_json(report: ExperimentReport) -> dict[str, Any]:
     """The JSON contract of ``hairline run --json`` / ``hairline report --json``.
 
@@ -361,7 +399,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
     - ``arms``: ``[{"name", "source", "build_key", "build_cached", "build_log"}]``.
     - ``hosts``: ``[{"host", "cpus": [int], "facts": {name: value}}]``.
     - ``analysis``: null until analysed, else the object of ``hairline analyze --json``
-      (:func:`hairline.report.terminal.analysis_json`): ``source``, ``baseline``, ``alpha``,
+      (:func:`analysis_json`): ``source``, ``baseline``, ``alpha``,
       ``correction``, ``regression``, and ``metrics``, one object per metric and candidate
       arm with ``effect_rel``, ``ci_rel``, ``effect_abs``, ``ci_abs``, ``mean_a``,
       ``mean_b``, ``p_value``, ``p_adjusted``, ``model``, ``model_reason``, ``threshold``,
@@ -371,10 +409,6 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
       "rows_cut", "cut_t_s"}]}}}``: per trial, the mean of the rows kept after the warm-up
       cut (see :func:`metric_trials`), trials in order; ``{}`` when nothing was measured.
     """
-    # terminal.py renders ExperimentReport, so it imports this module; importing it back at
-    # the top would be circular. (analysis_json would sit better in jsonout.py.)
-    from hairline.report.terminal import analysis_json
-
     head = headline(report)
     trials = (
         metric_trials(report.observations, report.analysis)

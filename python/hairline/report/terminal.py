@@ -13,7 +13,7 @@ from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
 from hairline.report.context import ExperimentReport, headline
 
-__all__ = ["analysis_json", "print_analysis", "print_experiment", "print_plan"]
+__all__ = ["print_analysis", "print_experiment", "print_plan"]
 
 _STYLE = {
     "regression": "bold red",
@@ -110,43 +110,6 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
             notes.append(r.model_reason)
         for note in notes:
             console.print(escape(f"  {r.metric} ({r.candidate}): {note}"), style="dim")
-
-
-def analysis_json(analysis: Analysis) -> dict[str, object]:
-    """The JSON contract of ``hairline analyze --json``: one object per metric and arm."""
-    return {
-        "source": analysis.source,
-        "baseline": analysis.baseline,
-        "alpha": analysis.alpha,
-        "correction": analysis.correction,
-        "regression": bool(analysis.regressions),
-        "metrics": [
-            {
-                "metric": r.metric,
-                "arm": r.candidate,
-                "effect_rel": r.comparison.effect_rel,
-                "ci_rel": list(r.comparison.ci_rel),
-                "effect_abs": r.comparison.effect_abs,
-                "ci_abs": list(r.comparison.ci_abs),
-                "mean_a": r.comparison.mean_a,
-                "mean_b": r.comparison.mean_b,
-                "p_value": r.comparison.p_value,
-                "p_adjusted": r.verdict.p_adjusted,
-                "model": r.model,
-                "model_reason": r.model_reason,
-                "threshold": r.verdict.threshold,
-                "threshold_kind": r.verdict.rule.kind,
-                "direction": r.verdict.direction,
-                "verdict": r.verdict.label,
-                "reason": r.verdict.reason,
-                "n_a": r.comparison.n_a,
-                "n_b": r.comparison.n_b,
-                "warmup_rows_cut": r.warmup_rows_cut,
-                "warnings": list(r.comparison.warnings),
-            }
-            for r in analysis.results
-        ],
-    }
 
 
 _HEADLINE_STYLE = {
