@@ -47,8 +47,10 @@ def test_a_three_percent_regression_is_flagged_with_exit_1(tmp_path: Path) -> No
     verdicts = {m["metric"]: m for m in json.loads(out.read_text())["metrics"]}
     cpu = verdicts["cpu_ns"]
     assert cpu["verdict"] == "regression"
-    assert cpu["ci_rel"][0] < 0.03 < cpu["ci_rel"][1]
-    assert cpu["p_value"] < 0.05 and cpu["model"] == "permutation-none"
+    # Each request's own 1% noise moves this experiment's realised effect to about 2.9%;
+    # the interval is about that, not necessarily the nominal 3%.
+    assert 0.02 < cpu["ci_rel"][0] <= cpu["effect_rel"] <= cpu["ci_rel"][1] < 0.04
+    assert cpu["p_value"] < 0.05 and cpu["model"] == "trimmed-t-none"
     assert verdicts["mem"]["verdict"] in ("no change", "inconclusive")
     assert "regression" in result.output
 

@@ -49,7 +49,7 @@ def hosts(rng: np.random.Generator, effect_rel: float = 0.0) -> MetricSample:
 
 def world_of(name: str) -> Callable[..., MetricSample]:
     info = model_info(name)
-    if info.test in ("permutation", "paired-t"):
+    if info.test in ("permutation", "paired-t", "trimmed-t"):
         return trials
     if name in ("bootstrap-host", "bootstrap-host-block"):
         return hosts

@@ -88,7 +88,7 @@ def test_selection_validates_its_input() -> None:
         select_model([single_trial_run(rng)] * 3, rng=rng, models=["nope"])
 
 
-def test_fallback_prefers_hosts_then_trials_then_pairs_then_welch() -> None:
+def test_fallback_prefers_hosts_then_trimmed_trials_then_pairs_then_welch() -> None:
     arm = np.tile([0, 1], 7)
     ones = np.ones(14)
     many_hosts = MetricSample.from_arrays(ones, arm, host=np.arange(14) % 8)
@@ -97,19 +97,22 @@ def test_fallback_prefers_hosts_then_trials_then_pairs_then_welch() -> None:
     two_swapped_hosts = MetricSample.from_arrays(
         ones, arm, host=(arm + np.repeat(np.arange(7), 2)) % 2, trial=np.repeat(np.arange(7), 2)
     )
-    assert fallback_model(two_swapped_hosts) == "permutation-none"
+    assert fallback_model(two_swapped_hosts) == "trimmed-t-none"
     one_host_per_arm = MetricSample.from_arrays(
         ones, arm, host=arm, trial=np.repeat(np.arange(7), 2)
     )
-    assert fallback_model(one_host_per_arm) == "permutation-none"
-    # Six trials: the exact sign-flip test's smallest p-value, 2/64, is not below alpha/2.
-    six_trials = MetricSample.from_arrays(ones[:12], arm[:12], trial=np.repeat(np.arange(6), 2))
-    assert fallback_model(six_trials) == "paired-t-none"
+    assert fallback_model(one_host_per_arm) == "trimmed-t-none"
+    # From 5 trials 20% trimming drops one trial at each end; below, nothing can be trimmed
+    # and the trimmed test would be the paired t-test.
+    five_trials = MetricSample.from_arrays(ones[:10], arm[:10], trial=np.repeat(np.arange(5), 2))
+    assert fallback_model(five_trials) == "trimmed-t-none"
+    four_trials = MetricSample.from_arrays(ones[:8], arm[:8], trial=np.repeat(np.arange(4), 2))
+    assert fallback_model(four_trials) == "paired-t-none"
     two_trials = MetricSample.from_arrays(ones[:4], arm[:4], trial=[0, 0, 1, 1])
     assert fallback_model(two_trials) == "paired-t-none"
     assert fallback_model(MetricSample.from_arrays(ones, arm)) == "welch-none"
-    # A laxer alpha needs fewer trials.
-    assert fallback_model(six_trials, alpha=0.1) == "permutation-none"
+    # The trimmed test reaches any alpha; alpha no longer changes the choice.
+    assert fallback_model(four_trials, alpha=0.2) == "paired-t-none"
 
 
 def test_selection_skips_outlier_models_for_batch_level_metrics() -> None:

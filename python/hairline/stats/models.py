@@ -20,6 +20,8 @@ Names:
 ``welch-<p>``              Welch's t-test on rows, one trial
 ``permutation-<p>``        sign-flip test on per-trial mean differences (:mod:`.permutation`)
 ``paired-t-<p>``           paired t-test on per-trial mean differences (:mod:`.paired`)
+``trimmed-t-<p>``          Yuen's 20%-trimmed t-test on per-trial relative differences
+                           (:mod:`.trimmed`): one outlying trial cannot overturn it
 ``ci-test``                A/A history gives the threshold (:mod:`.citest`); needs history
 ``bootstrap-<cluster>``    Perflab's bootstrap, clustered by iid, request, host or host-block
 =========================  ======================================================
@@ -43,6 +45,7 @@ from hairline.stats.data import Comparison, MetricSample
 from hairline.stats.paired import paired_t_test
 from hairline.stats.permutation import permutation_test
 from hairline.stats.preprocess import PREPROCESSINGS, Preprocessing
+from hairline.stats.trimmed import trimmed_t_test
 from hairline.stats.ttest import t_test
 
 __all__ = [
@@ -53,6 +56,7 @@ __all__ = [
     "get_model",
     "list_models",
     "model_info",
+    "per_trial_fallback",
     "run_model",
 ]
 
@@ -132,6 +136,12 @@ def _paired_model(preprocessing: Preprocessing) -> Model:
     )
 
 
+def _trimmed_model(preprocessing: Preprocessing) -> Model:
+    return _history_free(
+        lambda s, alpha, _: trimmed_t_test(s, alpha=alpha, preprocessing=preprocessing)
+    )
+
+
 def _ci_model(
     sample: MetricSample,
     *,
@@ -203,6 +213,7 @@ def _build() -> dict[str, ModelInfo]:
     for test, make, what in (
         ("permutation", _permutation_model, "sign-flip test on per-trial mean differences"),
         ("paired-t", _paired_model, "paired t-test on per-trial mean differences"),
+        ("trimmed-t", _trimmed_model, "Yuen's 20%-trimmed t-test on per-trial differences"),
     ):
         for pre in PREPROCESSINGS:
             name = f"{test}-{pre}"
@@ -253,8 +264,8 @@ _REGISTRY = {
 
 
 def list_models() -> list[str]:
-    """Every registered model name, in registry order (t-tests, permutation, paired t, ci,
-    bootstrap)."""
+    """Every registered model name, in registry order (t-tests, permutation, paired t,
+    trimmed t, ci, bootstrap)."""
     return list(_REGISTRY)
 
 
@@ -284,7 +295,27 @@ def _validate_run_model(info: ModelInfo, sample: MetricSample, history: History 
 def _history_free_hint(sample: MetricSample) -> str:
     """A model that runs without history on this sample (for error messages)."""
     trials = 0 if sample.trial is None else len(np.unique(sample.trial))
-    return "paired-t-none" if trials >= 2 else "welch-none"
+    return per_trial_fallback(trials)
+
+
+#: From this many trials the trimmed t-test trims at least one trial at each end (20%).
+MIN_TRIMMED_TRIALS = 5
+
+
+def per_trial_fallback(trials: int) -> str:
+    """The model for ``trials`` trials when there is no history to choose one from.
+
+    ``trimmed-t-none`` from 5 trials, where 20% trimming drops at least one trial at each
+    end and one outlying trial can no longer overturn the verdict (the simulations in
+    tests/stats/test_trimmed.py and docs/stats.md); ``paired-t-none`` with 2 to 4 trials,
+    where nothing can be trimmed and the trimmed test is the same t-test; ``welch-none``
+    for a single trial.
+    """
+    if trials >= MIN_TRIMMED_TRIALS:
+        return "trimmed-t-none"
+    if trials >= 2:
+        return "paired-t-none"
+    return "welch-none"
 
 
 def run_model(

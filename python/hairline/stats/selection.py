@@ -37,7 +37,7 @@ from scipy import stats as sps
 
 from hairline.stats.citest import aa_differences
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
-from hairline.stats.models import PAPER_MODELS, list_models, model_info
+from hairline.stats.models import PAPER_MODELS, list_models, model_info, per_trial_fallback
 from hairline.stats.preprocess import OUTLIER_METHODS, is_aggregate
 
 __all__ = [
@@ -218,7 +218,7 @@ def _default_candidates(aa_runs: Sequence[MetricSample]) -> list[str]:
     per_request = not any(is_aggregate(run) for run in aa_runs)
     chosen = [
         name
-        for name in (*PAPER_MODELS, "welch-none")
+        for name in (*PAPER_MODELS, "welch-none", "trimmed-t-none")
         if per_request or model_info(name).preprocessing not in OUTLIER_METHODS
     ]
     for name in list_models():
@@ -239,8 +239,9 @@ def select_model(
 ) -> Selection:
     """Score every candidate model on a service's A/A runs and pick the best (module text).
 
-    ``models`` defaults to the paper's seven, welch-none, and the clustered bootstraps whose
-    columns the runs have.
+    ``models`` defaults to the paper's seven, welch-none, trimmed-t-none, and the clustered
+    bootstraps whose columns the runs have (without the outlier preprocessings when the
+    runs are batch-level aggregates).
     """
     _validate_evaluate(aa_runs, alpha, power, injected_rel)
     candidates = list(models) if models is not None else _default_candidates(aa_runs)
@@ -271,12 +272,6 @@ def _validate_fallback(sample: MetricSample, alpha: float) -> None:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
 
 
-def _min_permutation_trials(alpha: float) -> int:
-    # The smallest p-value the exact sign-flip test can give is 2/2^m; asking for it to be at
-    # most alpha/2 leaves the test some power instead of just being able to reject at all.
-    return math.ceil(2.0 - math.log2(alpha))
-
-
 #: Fewer hosts than this give the host bootstrap too few clusters to resample (Perflab's
 #: simulations use 16; its small-cluster correction keeps 8 close to nominal).
 MIN_BOOTSTRAP_HOSTS = 8
@@ -290,16 +285,20 @@ def fallback_model(sample: MetricSample, *, alpha: float = 0.05) -> str:
        because hosts are the coarsest source of correlated noise and it resamples whole
        hosts. With a handful of hosts (a local lab has two CPU sets) resampling them says
        almost nothing about the spread, so fewer hosts fall through to the next rule.
-    2. ``permutation-none`` when there are enough trials for the exact sign-flip test to
-       reach alpha/2 (7 trials at alpha 0.05): it uses only per-trial differences, so noise
-       shared by a trial's arms cancels and requests are never taken as independent, and it
-       assumes nothing about their distribution.
-    3. ``paired-t-none`` with 2 to 6 trials: the same per-trial differences, judged by a t
-       distribution with m - 1 degrees of freedom because the sign-flip test cannot reach
-       alpha with so few. The differences are means over many requests, so close to normal.
+    2. ``trimmed-t-none`` with 5 trials or more: Yuen's 20%-trimmed t-test on per-trial
+       relative differences. Like the sign-flip and paired tests it uses only per-trial
+       differences, so noise a trial's arms share cancels; unlike them, one trial whose
+       batch went wrong cannot overturn the others (six of seven trials at +6% and one at
+       -6.5% is a regression to it, and not to either of them).
+    3. ``paired-t-none`` with 2 to 4 trials: nothing can be trimmed yet, and the trimmed
+       test would be this same t-test; the differences are means over many requests, so
+       close to normal.
     4. ``welch-none`` otherwise: a single trial (ServiceLab's t-test case). Welch rather than
        Student because the arms can differ in spread and row count, where a pooled variance
        misstates the error; when they do not, Welch loses almost nothing.
+
+    ``alpha`` is checked but no longer changes the choice: the trimmed test reaches any
+    alpha, where the exact sign-flip test needed 2/2^m <= alpha/2.
     """
     _validate_fallback(sample, alpha)
     if sample.host is not None:
@@ -309,8 +308,4 @@ def fallback_model(sample: MetricSample, *, alpha: float = 0.05) -> str:
         if min(hosts_a, hosts_b) >= 2 and hosts >= MIN_BOOTSTRAP_HOSTS:
             return "bootstrap-host"
     trials = 0 if sample.trial is None else len(np.unique(sample.trial))
-    if trials >= _min_permutation_trials(alpha):
-        return "permutation-none"
-    if trials >= 2:
-        return "paired-t-none"
-    return "welch-none"
+    return per_trial_fallback(trials)

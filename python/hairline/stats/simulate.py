@@ -12,6 +12,10 @@ is the sharp null (effect 0) or a constant additive effect, the two cases of sec
 
 :func:`simulate_values` draws many experiments at once as a matrix (experiments x rows) on
 one shared schedule, which is what makes thousands of simulated A/A tests cheap.
+
+:func:`simulate_lab_batches` draws what a local lab stores for a batch-level metric (one
+value per trial, batch and arm, two swapped CPU sets), with one outlying batch on request:
+the world of the per-trial models and of the sequential design.
 """
 
 from __future__ import annotations
@@ -26,7 +30,15 @@ from scipy import stats as sps
 from hairline.stats.data import MetricSample
 from hairline.stats.designs import Design, Schedule, VarianceComponents, schedule
 
-__all__ = ["Link", "in_binomial_band", "simulate", "simulate_values"]
+__all__ = [
+    "Link",
+    "Outlier",
+    "in_binomial_band",
+    "lab_batches_sample",
+    "simulate",
+    "simulate_lab_batches",
+    "simulate_values",
+]
 
 Link = Literal["identity", "exp"]
 FloatArray = NDArray[np.float64]
@@ -175,4 +187,62 @@ def simulate(
         batch=np.tile(plan.batch, trials),
         host=np.tile(plan.host, trials) + trial * host_offset,
         request=np.tile(plan.request, trials) + trial * request_offset,
+    )
+
+
+Outlier = Literal["none", "against", "random"]
+
+
+def simulate_lab_batches(
+    rng: np.random.Generator,
+    *,
+    experiments: int,
+    trials: int,
+    effect_rel: float = 0.0,
+    trial_sd: float = 0.05,
+    batch_sd: float = 0.03,
+    outlier: Outlier = "none",
+    outlier_factor: float = 0.75,
+) -> FloatArray:
+    """Batch-level values (CPU per request, a p99) of ``experiments`` local-lab experiments:
+    an array (experiments, trials, 2 batches, 2 arms).
+
+    Each trial runs two batches in which the arms swap their two CPU sets (the fully
+    balanced design); both arms of a trial share its level (lognormal, ``trial_sd``), and
+    every batch of every arm has its own lognormal noise (``batch_sd``, skewed like times
+    are). B is scaled by 1 + ``effect_rel``. ``outlier`` puts one batch that ran
+    ``outlier_factor`` times its value into one random trial of each experiment: a batch of
+    B (``"against"`` a regression, as a noisy neighbour slowing A's batch or a faster host
+    for B's would) or of a random arm (``"random"``).
+    """
+    if trials < 1 or experiments < 1:
+        raise ValueError(f"experiments and trials must be >= 1, got {experiments}, {trials}")
+    if outlier not in ("none", "against", "random"):
+        raise ValueError(f"outlier must be none, against or random, got {outlier!r}")
+    level = rng.lognormal(-(trial_sd**2) / 2, trial_sd, (experiments, trials, 1, 1))
+    noise = rng.lognormal(-(batch_sd**2) / 2, batch_sd, (experiments, trials, 2, 2))
+    values = 1000.0 * level * noise
+    values[..., 1] *= 1.0 + effect_rel
+    if outlier != "none":
+        rows = np.arange(experiments)
+        trial = rng.integers(0, trials, experiments)
+        batch = rng.integers(0, 2, experiments)
+        arm = np.ones(experiments, dtype=np.int64)
+        if outlier == "random":
+            arm = rng.integers(0, 2, experiments)
+        values[rows, trial, batch, arm] *= outlier_factor
+    return values
+
+
+def lab_batches_sample(batches: FloatArray) -> MetricSample:
+    """One experiment of :func:`simulate_lab_batches` (trials, 2, 2) as the lab stores it:
+    one row per trial, batch and arm, A on host 0 in batch 0 and on host 1 in batch 1."""
+    trials = batches.shape[0]
+    trial, batch, arm = np.meshgrid(np.arange(trials), np.arange(2), np.arange(2), indexing="ij")
+    return MetricSample.from_arrays(
+        batches.ravel(),
+        arm.ravel(),
+        trial=trial.ravel(),
+        batch=batch.ravel(),
+        host=((arm + batch) % 2).ravel(),
     )
