@@ -94,3 +94,32 @@ def test_a_failure_is_shown_verbatim(tmp_path: Path) -> None:
 def test_notes_about_the_measurement_are_in_the_panel(tmp_path: Path) -> None:
     text = shown(report(tmp_path, notes=("load gate late_sends failed in 3 of 10 batches",)))
     assert "note load gate late_sends failed in 3 of 10 batches" in text
+
+
+def test_arms_that_differ_only_in_args_or_env_are_told_apart(tmp_path: Path) -> None:
+    arms = (
+        ArmReport("A", "the service's start command", None, None, None),
+        ArmReport(
+            "B", "the service's start command", None, None, None,
+            args=("--regress-cpu", "0.05"), env=(("GZIP_LEVEL", "9"),),
+        ),
+    )  # fmt: skip
+    text = shown(report(tmp_path, arms=arms))
+    assert "arm B the service's start command; args --regress-cpu 0.05; env GZIP_LEVEL=9" in text
+    [line_a] = [line for line in text.splitlines() if "arm A" in line]
+    assert "args" not in line_a and "env" not in line_a
+
+
+def test_an_absolute_threshold_shows_the_effect_in_the_metrics_unit(tmp_path: Path) -> None:
+    from hairline.config import MetricPolicy, Threshold
+
+    rows = {"trial": [t for t in range(5) for _ in "AB"], "arm": ["A", "B"] * 5}
+    rng = np.random.default_rng(3)
+    errors = [v for _ in range(5) for v in (0.0005 * rng.random(), 0.002 + 0.0005 * rng.random())]
+    table = pa.table({**rows, "metric": ["error_rate"] * 10, "value": errors})
+    observations = read_observations(write_observations(tmp_path / "e.parquet", table))
+    policy = {"error_rate": MetricPolicy(Threshold(0.001, relative=False))}
+    analysis = analyze(observations, AnalysisOptions(policies=policy))
+    text = shown(report(tmp_path, analysis=analysis, observations=observations))
+    row = next(line for line in text.splitlines() if line.startswith("│ error_rate"))
+    assert re.search(r"│ \+0\.0\d+ │", row) and "%" not in row and "│ 0.001 │" in row, row

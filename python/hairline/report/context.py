@@ -17,6 +17,7 @@ Two derived views are shared by the renderers:
 
 from __future__ import annotations
 
+import shlex
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,6 +72,20 @@ class ArmReport:
     build_key: str | None  # content hash of the build, None if nothing was built
     build_cached: bool | None  # True when the build came from the cache
     build_log: Path | None
+    # What the arm adds to the service's start command and environment: two arms that
+    # differ only here (a flag, a setting) must not look identical in a report.
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def setup(self) -> str:
+        """``args --flag x; env LEVEL=9``, or "" when the arm adds nothing."""
+        parts = []
+        if self.args:
+            parts.append("args " + shlex.join(self.args))
+        if self.env:
+            parts.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env))
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)

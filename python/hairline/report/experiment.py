@@ -141,6 +141,8 @@ def load_report(store: Store, experiment_id: int) -> ExperimentReport:
             .order_by(Run.id)
         ).all()
         config = ExperimentConfig.model_validate(json.loads(row.spec))
+        # What each arm really ran with: an A/A runs the baseline's on every arm.
+        arm_configs = (config.as_aa() if row.kind == "aa" else config).arms
         artifacts = Path(row.artifacts_dir)
         hosts: dict[int, HostReport] = {}
         for index, cpus, facts in host_rows:
@@ -159,6 +161,8 @@ def load_report(store: Store, experiment_id: int) -> ExperimentReport:
                 build_key=a.build_key,
                 build_cached=a.build_cached,
                 build_log=Path(a.build_log) if a.build_log else None,
+                args=tuple(arm_configs[a.name].args) if a.name in arm_configs else (),
+                env=tuple(sorted(arm_configs[a.name].env.items())) if a.name in arm_configs else (),
             )
             for a in arms
         )

@@ -538,7 +538,8 @@ def _setup(report: ExperimentReport) -> list[str]:
     if report.arms:
         parts.append(
             '<h3>Arms</h3><table><tr><th class="l">arm</th><th class="l">source</th>'
-            '<th class="l">build</th><th class="l">build log</th></tr>'
+            '<th class="l">args and env</th><th class="l">build</th>'
+            '<th class="l">build log</th></tr>'
         )
         for arm in report.arms:
             build = "not built" if arm.build_key is None else arm.build_key
@@ -547,6 +548,7 @@ def _setup(report: ExperimentReport) -> list[str]:
             log = "" if arm.build_log is None else str(arm.build_log)
             parts.append(
                 f'<tr><td class="l">{_e(arm.name)}</td><td class="l">{_e(arm.source)}</td>'
+                f'<td class="l"><code>{_e(arm.setup)}</code></td>'
                 f'<td class="l"><code>{_e(build)}</code></td><td class="l">{_e(log)}</td></tr>'
             )
         parts.append("</table>")

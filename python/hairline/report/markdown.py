@@ -147,7 +147,8 @@ def _setup(report: ExperimentReport) -> list[str]:
         if arm.build_key is not None:
             cached = " (cached)" if arm.build_cached else ""
             build = f", build {_code(arm.build_key[:12])}{cached}"
-        lines.append(f"- arm {_text(arm.name)}: {_text(arm.source)}{build}")
+        setup = f"; {_code(arm.setup)}" if arm.setup else ""
+        lines.append(f"- arm {_text(arm.name)}: {_text(arm.source)}{build}{setup}")
     for host in report.hosts:
         cpus = ",".join(str(c) for c in host.cpus) or "none"
         facts = "; ".join(f"{_text(k)} {_text(v)}" for k, v in host.facts.items())

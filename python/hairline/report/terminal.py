@@ -11,7 +11,7 @@ from rich.text import Text
 
 from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
-from hairline.report.context import ExperimentReport, headline
+from hairline.report.context import ExperimentReport, effect_text, headline, threshold_text
 
 __all__ = ["print_analysis", "print_experiment", "print_plan"]
 
@@ -75,10 +75,6 @@ def print_plan(report: PlanReport, console: Console) -> None:
         console.print(table)
 
 
-def _pct(x: float) -> str:
-    return "n/a" if x != x else f"{x * 100:+.2f}%"
-
-
 def print_analysis(analysis: Analysis, console: Console) -> None:
     table = Table(
         title=f"{analysis.source}: each arm against {analysis.baseline} "
@@ -87,17 +83,17 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
     for column in ("metric", "arm", "effect", "CI", "p", "threshold", "model", "verdict"):
         table.add_column(column, justify="right" if column in ("effect", "p") else "left")
     for r in analysis.results:
-        c, v = r.comparison, r.verdict
-        threshold = (
-            f"{v.threshold * 100:g}%" if v.rule.kind == "relative" else f"{v.threshold:g}"
-        ) + (" (lower worse)" if v.direction == "lower-is-worse" else "")
+        v = r.verdict
+        # As the verdict judged it: percent for a relative threshold, the metric's unit for
+        # an absolute one.
+        effect, interval = effect_text(r)
         table.add_row(
             escape(r.metric),
             escape(r.candidate),
-            _pct(c.effect_rel),
-            escape(f"[{_pct(c.ci_rel[0])}, {_pct(c.ci_rel[1])}]"),
+            effect,
+            escape(interval),
             f"{v.p_adjusted:.3g}",
-            threshold,
+            threshold_text(r),
             r.model,
             f"[{_STYLE.get(v.label, '')}]{v.label}[/]",
         )
@@ -168,7 +164,8 @@ def _experiment_panel(report: ExperimentReport) -> Panel:
         if arm.build_key is not None:
             cached = {True: ", cached", False: ", built", None: ""}[arm.build_cached]
             build = f" (build {arm.build_key[:12]}{cached})"
-        grid.add_row(f"arm {arm.name}", Text(arm.source + build))
+        setup = f"; {arm.setup}" if arm.setup else ""
+        grid.add_row(f"arm {arm.name}", Text(arm.source + build + setup))
     for host in report.hosts:
         facts = ", ".join(f"{k} {v}" for k, v in host.facts.items())
         cpus = ",".join(str(c) for c in host.cpus) or "none"
