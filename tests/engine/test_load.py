@@ -124,6 +124,32 @@ def test_lockstep_sends_every_request_id_to_both_targets(sample_service, tmp_pat
     assert served == {"a": 1000, "b": 1000}
 
 
+def test_pacing_error_is_measured_at_each_write(sample_service, tmp_path):
+    # 64 KiB bodies: each write takes long enough that the target written second in a tick
+    # gets its request measurably later than the first.
+    body = base64.b64encode(bytes(65536)).decode()
+    trace = tmp_path / "posts.jsonl"
+    trace.write_text(
+        '{"hairline_trace": 1}\n'
+        f'{{"method": "POST", "path": "/api/profile?user=1", "body_b64": "{body}"}}\n'
+    )
+    a, b = sample_service(), sample_service()
+    plan = LoadPlan(targets=(("a", a.url), ("b", b.url)), trace=trace, rate_per_s=500, duration_s=1)
+
+    result = run_load(plan)
+
+    sent = [result.targets[name] for name in ("a", "b")]
+    assert [t.queued_sends for t in sent] == [0, 0]
+    pacing, skew = result.pacing_error_us, result.dispatch_skew_us
+    # One lateness per write, to each target: write time minus due time.
+    assert pacing.count == sum(t.sent for t in sent) == 2 * result.scheduled == 1000
+    # A write that came after the other target's is at least that much later than due, so
+    # in every tick one of the two latenesses is at least the skew.
+    assert pacing.p90 >= 0.99 * skew.p50
+    assert pacing.max >= 0.99 * skew.max
+    assert result.late_share == result.late_sends / pacing.count
+
+
 def test_measurement_waits_until_every_target_is_warm(sample_service):
     cold = sample_service(warmup_s=1.0)
     warm = sample_service()
