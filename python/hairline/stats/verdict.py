@@ -40,17 +40,21 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from hairline.stats._modelkit import FloatArray
 from hairline.stats.data import Comparison
 
 __all__ = [
+    "OUTCOME_LABELS",
+    "SETTLED",
     "Correction",
     "Direction",
     "Label",
     "MetricRule",
     "Verdict",
     "adjust_p_values",
+    "classify",
     "decide",
     "verdicts",
 ]
@@ -93,6 +97,10 @@ class Verdict:
     p_adjusted: float
     label: Label
     reason: str
+    #: Whether more trials would not change it: a regression, an improvement, or no change
+    #: because the interval lies within the threshold (or both arms are the same constant).
+    #: "No change" without a threshold (p >= alpha) and "inconclusive" are not settled.
+    settled: bool = False
 
     @property
     def threshold(self) -> float:
@@ -133,6 +141,51 @@ def adjust_p_values(p_values: FloatArray, *, method: Correction) -> FloatArray:
     return out
 
 
+# Outcome codes of :func:`classify`, one per rule of the module text; ``OUTCOME_LABELS``
+# maps them to labels and ``SETTLED`` marks those that more trials would not change.
+UNDEFINED, REGRESSION, IMPROVEMENT, WITHIN, NOT_SIGNIFICANT, OPEN = range(6)
+OUTCOME_LABELS: tuple[Label, ...] = (
+    "inconclusive",
+    "regression",
+    "improvement",
+    "no change",
+    "no change",
+    "inconclusive",
+)
+SETTLED = frozenset({REGRESSION, IMPROVEMENT, WITHIN})
+
+
+def classify(
+    worse: FloatArray | float,
+    worse_lo: FloatArray | float,
+    worse_hi: FloatArray | float,
+    p: FloatArray | float,
+    *,
+    alpha: float,
+    theta: float,
+) -> NDArray[np.int8]:
+    """Rules 1 to 6 of the module text on arrays (the both-arms-constant case aside):
+    ``worse`` is the effect turned so that positive is worse, ``[worse_lo, worse_hi]`` its
+    interval. Returns outcome codes (``OUTCOME_LABELS``). :func:`decide` labels one metric
+    with it, and the planning and sequential simulations label thousands at once.
+    """
+    w = np.asarray(worse, dtype=np.float64)
+    lo = np.asarray(worse_lo, dtype=np.float64)
+    hi = np.asarray(worse_hi, dtype=np.float64)
+    pv = np.asarray(p, dtype=np.float64)
+    undefined = np.isnan(pv) | np.isnan(w) | np.isnan(lo) | np.isnan(hi)
+    significant = pv < alpha
+    code = np.full(np.broadcast(w, lo, hi, pv).shape, OPEN, dtype=np.int8)
+    if theta == 0:
+        code[~significant] = NOT_SIGNIFICANT
+    else:
+        code[(-theta < lo) & (hi < theta)] = WITHIN
+    code[significant & (w < 0) & (-w >= theta)] = IMPROVEMENT
+    code[significant & (w > 0) & (w >= theta)] = REGRESSION
+    code[undefined] = UNDEFINED
+    return code
+
+
 def decide(
     comparison: Comparison,
     rule: MetricRule,
@@ -156,8 +209,8 @@ def decide(
     theta = rule.threshold
     alpha = comparison.alpha
 
-    def verdict(label: Label, reason: str) -> Verdict:
-        return Verdict(metric, comparison, rule, p, label, reason)
+    def verdict(label: Label, reason: str, *, settled: bool) -> Verdict:
+        return Verdict(metric, comparison, rule, p, label, reason, settled)
 
     if comparison.details.get("same_constant") == 1.0 or (
         (math.isnan(p) or p == 1.0)
@@ -168,26 +221,19 @@ def decide(
         # Both arms constant and equal (an error rate of 0 in each): the t-tests cannot run
         # (p NaN), the per-trial tests see only zero differences (p 1), and neither has an
         # interval around a zero baseline; there is no difference to explain.
-        return verdict("no change", "both arms measured the same constant value")
-    if any(math.isnan(x) for x in (p, worse, worse_lo, worse_hi)):
-        return verdict("inconclusive", "the model could not compute an effect or p-value")
-    significant = p < alpha
-    if significant and worse > 0 and worse >= theta:
-        return verdict(
-            "regression", f"p {p:.3g} < {alpha} and the {unit} effect is worse by >= {theta}"
-        )
-    if significant and worse < 0 and -worse >= theta:
-        return verdict(
-            "improvement", f"p {p:.3g} < {alpha} and the {unit} effect is better by >= {theta}"
-        )
-    if theta > 0 and -theta < worse_lo and worse_hi < theta:
-        return verdict("no change", f"the interval lies within ±{theta} ({unit})")
-    if theta == 0 and not significant:
-        return verdict("no change", f"p {p:.3g} >= {alpha} and no threshold is set")
-    return verdict(
-        "inconclusive",
-        f"the interval reaches beyond ±{theta} ({unit}) without a significant change that large",
-    )
+        return verdict("no change", "both arms measured the same constant value", settled=True)
+    code = int(classify(worse, worse_lo, worse_hi, p, alpha=alpha, theta=theta))
+    reasons = {
+        UNDEFINED: "the model could not compute an effect or p-value",
+        REGRESSION: f"p {p:.3g} < {alpha} and the {unit} effect is worse by >= {theta}",
+        IMPROVEMENT: f"p {p:.3g} < {alpha} and the {unit} effect is better by >= {theta}",
+        WITHIN: f"the interval lies within ±{theta} ({unit})",
+        NOT_SIGNIFICANT: f"p {p:.3g} >= {alpha} and no threshold is set",
+        OPEN: (
+            f"the interval reaches beyond ±{theta} ({unit}) without a significant change that large"
+        ),
+    }
+    return verdict(OUTCOME_LABELS[code], reasons[code], settled=code in SETTLED)
 
 
 def _validate_verdicts(
