@@ -16,9 +16,9 @@ use std::sync::Arc;
 use clap::ValueEnum;
 
 use crate::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
-use crate::request_log;
 use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
-use crate::trace::{is_token_byte, Trace, TraceError, TraceRequest};
+use crate::request_log;
+use crate::trace::{is_header_value, is_token_byte, Trace, TraceError, TraceRequest};
 
 /// Longest phase (`--duration`, `--warmup-duration`, `--warm-timeout`): a week. Phases end at
 /// nanosecond deadlines on the monotonic clock, which a longer one would overflow, and a
@@ -281,8 +281,17 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
             Some((name, header, value))
                 if !header.is_empty()
                     && header.bytes().all(is_token_byte)
-                    && !value.bytes().any(|b| b == b'\r' || b == b'\n') =>
+                    && is_header_value(value) =>
             {
+                if let Some(why) = engine_header(header) {
+                    let fix = if header.eq_ignore_ascii_case("host") {
+                        format!("write --host {name}={value}")
+                    } else {
+                        "leave it out".to_owned()
+                    };
+                    problems.push(format!("--set-header {spec}: {why}; {fix}"));
+                    continue;
+                }
                 match index_of(name) {
                     Some(i) => set_headers
                         .entry(i)
@@ -291,8 +300,14 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
                     None => problems.push(format!("--set-header {spec}: no target named {name:?}")),
                 }
             }
+            Some((_, header, value)) if !header.is_empty() && !is_header_value(value) => problems
+                .push(format!(
+                    "--set-header {spec}: the value of {header} has a control character; \
+                     a header value is text without line breaks"
+                )),
             _ => problems.push(format!(
-                "--set-header {spec}: expected NAME:Header=Value, e.g. --set-header b:x-shard=3"
+                "--set-header {spec}: expected NAME:Header=Value with Header a token (letters, \
+                 digits and !#$%&'*+-.^_`|~), e.g. --set-header b:x-shard=3"
             )),
         }
     }
@@ -658,6 +673,34 @@ fn parse_http_url(text: &str) -> Result<(SocketAddr, String, String, bool), Stri
     Ok((addr, authority, path, query))
 }
 
+/// Why a header is the engine's to write, for the headers it writes itself (None for the
+/// others). A second copy from `--set-header` or a trace would make a malformed request:
+/// two Hosts, or a framing that disagrees with the body sent.
+pub fn engine_header(name: &str) -> Option<&'static str> {
+    let why = [
+        ("host", "the engine sends each target's Host itself"),
+        (
+            "content-length",
+            "the engine frames each request's body itself (the trace's body_b64)",
+        ),
+        (
+            "transfer-encoding",
+            "the engine frames each request's body itself (the trace's body_b64)",
+        ),
+        (
+            "connection",
+            "the engine keeps its connections alive itself",
+        ),
+        (
+            "x-hairline-request-id",
+            "the engine numbers every request itself, the same on every target",
+        ),
+    ];
+    why.iter()
+        .find(|(header, _)| name.eq_ignore_ascii_case(header))
+        .map(|(_, why)| *why)
+}
+
 /// The request head for one target up to the request-id header, which is added per send.
 fn render_head(r: &TraceRequest, prefix: &str, host: &str, extra: &[(String, String)]) -> Vec<u8> {
     let mut head = format!(
@@ -666,16 +709,7 @@ fn render_head(r: &TraceRequest, prefix: &str, host: &str, extra: &[(String, Str
     );
     // Framing and routing headers are the engine's, not the recording's.
     let ours = |name: &str| {
-        [
-            "host",
-            "content-length",
-            "transfer-encoding",
-            "connection",
-            "x-hairline-request-id",
-        ]
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h))
-            || extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+        engine_header(name).is_some() || extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
     };
     for (name, value) in &r.headers {
         if !ours(name) {
@@ -823,6 +857,51 @@ mod tests {
             "GET /api/feed?user=1 HTTP/1.1\r\nhost: api.example\r\nx-shard: 3\r\n"
         );
         assert_eq!(plan.endpoints, vec!["/api/feed"]);
+    }
+
+    #[test]
+    fn set_header_leaves_the_engines_own_headers_alone() {
+        let base = [
+            "--target",
+            "b=http://127.0.0.1:2",
+            "--path",
+            "/",
+            "--rate",
+            "10",
+            "--duration",
+            "1",
+        ];
+        for (spec, expected) in [
+            (
+                "b:HOST=api.example",
+                "Host itself; write --host b=api.example",
+            ),
+            ("b:content-length=0", "(the trace's body_b64); leave it out"),
+            (
+                "b:Transfer-Encoding=chunked",
+                "frames each request's body itself",
+            ),
+            ("b:connection=close", "keeps its connections alive itself"),
+            ("b:x-hairline-request-id=7", "numbers every request itself"),
+            ("b:x-a=1\u{1}2", "the value of x-a has a control character"),
+            ("b:x_under=1", ""),
+            ("b:x-tab=a\tb", ""),
+        ] {
+            let mut argv = base.to_vec();
+            argv.extend(["--set-header", spec]);
+            match build_plan(&args(&argv)) {
+                Ok(_) => assert!(expected.is_empty(), "{spec} was accepted"),
+                Err(LoadError::Invalid(problems)) => {
+                    assert!(!expected.is_empty(), "{spec}: {problems:?}");
+                    assert!(
+                        problems[0].starts_with(&format!("--set-header {spec}: "))
+                            && problems[0].contains(expected),
+                        "{problems:?}"
+                    );
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
     #[test]

@@ -303,6 +303,15 @@ fn check_header_pair(name: &str, value: &str) -> Result<(String, String), (Strin
     Ok((name.to_owned(), value.to_owned()))
 }
 
+/// Whether a header value can go on the wire as it is: no control character but HTAB
+/// (RFC 9110 `field-value`), so no CR, LF or NUL either. Non-ASCII text is sent as its
+/// UTF-8 bytes.
+pub fn is_header_value(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b >= b' ' && b != 0x7f))
+}
+
 /// RFC 9110 `tchar`.
 pub fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -194,3 +195,28 @@ def test_ordered_pace_never_overlaps_requests_with_the_same_key(recorder, tmp_pa
         assert len(mine) >= 4
         for earlier, later in itertools.pairwise(mine):
             assert later.start_s >= earlier.end_s - 0.001
+
+
+def test_set_header_refuses_the_headers_the_engine_writes_naming_the_fix(
+    recorder, engine_path, tmp_path
+):
+    trace = write_trace(tmp_path / "t.jsonl", [{"path": "/api/feed?user=3"}])
+    command = [str(engine_path), "load", "--target", f"a={recorder.url}", "--trace", str(trace)]
+    command += ["--rate", "100", "--duration", "0.2"]
+    for header in ("Host", "Content-Length", "transfer-encoding", "Connection"):
+        command += ["--set-header", f"a:{header}=x"]
+    command += ["--set-header", "a:X-Hairline-Request-Id=1", "--set-header", "a:x-bell=\x07"]
+
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=30)
+
+    assert proc.returncode == 2, proc.stderr
+    for expected in (
+        "--set-header a:Host=x: the engine sends each target's Host itself; write --host a=x",
+        "--set-header a:Content-Length=x: the engine frames each request's body itself",
+        "--set-header a:transfer-encoding=x: the engine frames each request's body itself",
+        "--set-header a:Connection=x: the engine keeps its connections alive itself",
+        "--set-header a:X-Hairline-Request-Id=1: the engine numbers every request itself",
+        "the value of x-bell has a control character",
+    ):
+        assert expected in proc.stderr
+    assert recorder.seen == []
