@@ -22,7 +22,12 @@ def test_plan_from_table1_orders_designs_and_writes_json(tmp_path: Path) -> None
     assert plans[0]["design"] == "fully-balanced"
     assert plans[-1]["design"] == "unbalanced"
     assert plans[0]["trials"] < plans[-1]["trials"]
-    assert all(p["achieved_power"] >= 0.8 for p in plans)
+    # Planned by simulating the verdict: a true regression of twice the threshold (the
+    # default --effect) is flagged with the asked power, one trial fewer is not.
+    assert all(p["achieved_power"] >= 0.8 > p["below"] for p in plans)
+    assert all(p["effect"] == 0.1 and p["threshold"] == 0.05 for p in plans)
+    assert json.loads(out.read_text())["effect"] == "0.1"
+    assert "a regression of exactly the threshold is flagged at most" in result.output
 
 
 def test_plan_from_aa_observations(tmp_path: Path) -> None:
@@ -60,3 +65,31 @@ def test_plan_without_a_source_or_with_a_bad_threshold_exits_2() -> None:
     # Table 1's mu is 0.06 in standardised units: 1% of it is hopeless, and says so.
     result = runner.invoke(main, ["plan", "--endpoint", "1", "--threshold", "1%"])
     assert result.exit_code == 2 and "raise the threshold" in result.output
+
+
+def test_plan_asks_about_a_regression_larger_than_the_threshold(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "plan.json"
+    result = runner.invoke(
+        main,
+        ["plan", "--endpoint", "1", "--threshold", "0.05", "--effect", "0.075", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    closer = {p["design"]: p["trials"] for p in json.loads(out.read_text())["by_design"]}
+    result = runner.invoke(
+        main, ["plan", "--endpoint", "1", "--threshold", "0.05", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    twice = {p["design"]: p["trials"] for p in json.loads(out.read_text())["by_design"]}
+    # A regression closer to the threshold needs more trials to be told from it.
+    assert all(closer[d] >= twice[d] for d in twice)
+    assert closer["unbalanced"] > twice["unbalanced"]
+    result = runner.invoke(
+        main, ["plan", "--endpoint", "1", "--threshold", "0.05", "--effect", "0.05"]
+    )
+    assert result.exit_code == 2 and "at most about half the time" in result.output
+    assert "--effect 0.1" in result.output
+    result = runner.invoke(
+        main, ["plan", "--endpoint", "1", "--threshold", "0.05", "--effect", "10%"]
+    )
+    assert result.exit_code == 2 and "both be relative or both absolute" in result.output

@@ -2,7 +2,12 @@
 
 Two sources of the per-trial spread: variance components (Perflab Table 1, or the user's
 own) through each design's standard error, or A/A observations through the spread of their
-per-trial effects (ServiceLab figure 6). Both feed :func:`hairline.stats.planning.trials_needed`.
+per-trial effects (ServiceLab figure 6). Both feed
+:func:`hairline.stats.verdictplan.trials_for_verdict`: the fewest trials at which a seeded
+simulation of the actual verdict (the fallback model and the threshold rule) labels a true
+regression of ``effect`` "regression" with the asked power. The effect defaults to twice
+the threshold, because a regression of exactly the threshold is flagged at most about half
+the time, whatever the trials (the verdict needs the estimate to reach the threshold).
 """
 
 from __future__ import annotations
@@ -12,23 +17,24 @@ from dataclasses import dataclass
 
 from hairline.config import Threshold
 from hairline.errors import ConfigError, DataError
-from hairline.stats.designs import VarianceComponents
+from hairline.stats.designs import DESIGNS, Design, VarianceComponents
 from hairline.stats.planning import (
     CostModel,
     DesignPlan,
     HalfWidthCurve,
-    TrialsPlan,
     half_width_curve,
     plan_designs,
     trial_sd_from_aa,
-    trials_by_design,
-    trials_needed,
+    trial_sd_from_components,
 )
+from hairline.stats.verdictplan import VerdictPlan, trials_for_verdict
 from hairline.store.observations import Observations
 
 __all__ = [
+    "DesignTrials",
     "MetricPlan",
     "PlanReport",
+    "default_effect",
     "parse_components",
     "plan_from_aa",
     "plan_from_components",
@@ -45,22 +51,65 @@ _COMPONENT_NAMES = {
 
 
 @dataclass(frozen=True)
+class DesignTrials(VerdictPlan):
+    """The plan of one design: its per-trial spread and the trials its verdict needs."""
+
+    design: Design | None = None
+
+
+@dataclass(frozen=True)
 class MetricPlan:
     """The plan for one metric measured in A/A runs."""
 
     metric: str
     aa_trials: int
-    trials: TrialsPlan
+    trials: VerdictPlan
     curve: HalfWidthCurve
 
 
 @dataclass(frozen=True)
 class PlanReport:
     source: str
-    by_design: tuple[TrialsPlan, ...] = ()
+    by_design: tuple[DesignTrials, ...] = ()
     budget: tuple[DesignPlan, ...] = ()
     metrics: tuple[MetricPlan, ...] = ()
     threshold: str = ""
+    effect: str = ""
+
+
+def default_effect(threshold: Threshold) -> Threshold:
+    """The regression a plan is for unless told: twice the threshold (module text)."""
+    return Threshold(2 * threshold.value, relative=threshold.relative)
+
+
+def _check_effect(threshold: Threshold, effect: Threshold) -> None:
+    if effect.relative != threshold.relative:
+        raise ConfigError(
+            f"the effect to plan for ({effect}) and the threshold ({threshold}) must both be "
+            f"relative or both absolute",
+            hint="write both as percentages (1%), or both in the metric's unit",
+        )
+    if effect.value <= threshold.value:
+        raise ConfigError(
+            f"a regression of {effect} is not larger than the threshold {threshold}: the "
+            f"verdict flags one at the threshold at most about half the time, whatever the "
+            f"trials",
+            hint=f"plan for a larger effect, such as --effect {default_effect(threshold)}",
+        )
+
+
+def _verdict_plan(sd: float, threshold: Threshold, effect: Threshold, alpha: float,
+                  power: float) -> VerdictPlan:  # fmt: skip
+    try:
+        return trials_for_verdict(
+            sd, threshold=threshold.value, effect=effect.value, alpha=alpha, power=power
+        )
+    except ValueError as err:
+        raise ConfigError(
+            str(err),
+            hint="raise the threshold or --effect, or reduce the per-trial spread (more "
+            "requests per trial, a more balanced design)",
+        ) from None
 
 
 def parse_components(text: str) -> VarianceComponents:
@@ -101,24 +150,33 @@ def plan_from_components(
     repetitions: int,
     budget_s: float | None = None,
     costs: CostModel | None = None,
+    effect: Threshold | None = None,
 ) -> PlanReport:
-    """Trials needed by each design at the given sizes, and the best sizes under a budget."""
+    """Trials needed by each design at the given sizes (best first), and the best sizes
+    under a budget."""
+    effect = effect or default_effect(threshold)
+    _check_effect(threshold, effect)
     if threshold.relative and components.mu == 0:
         raise ConfigError(
             f"a relative threshold ({threshold}) needs the mean of A in --components (mu=...)",
             hint="give mu, or an absolute threshold in the components' units",
         )
+    plans = []
+    for design in DESIGNS:
+        try:
+            sd = trial_sd_from_components(
+                components,
+                design=design,
+                hosts=hosts,
+                requests=requests,
+                repetitions=repetitions,
+                relative=threshold.relative,
+            )
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        found = _verdict_plan(sd, threshold, effect, alpha, power)
+        plans.append(DesignTrials(**vars(found), design=design))
     try:
-        by_design = trials_by_design(
-            components,
-            hosts=hosts,
-            requests=requests,
-            repetitions=repetitions,
-            threshold=threshold.value,
-            alpha=alpha,
-            power=power,
-            relative=threshold.relative,
-        )
         budget = (
             plan_designs(components, budget_s=budget_s, costs=costs)
             if budget_s is not None and costs is not None
@@ -128,16 +186,24 @@ def plan_from_components(
         raise ConfigError(str(err)) from None
     return PlanReport(
         source="variance components",
-        by_design=by_design,
+        by_design=tuple(sorted(plans, key=lambda p: (p.trials, p.sd_per_trial))),
         budget=budget,
         threshold=str(threshold),
+        effect=str(effect),
     )
 
 
 def plan_from_aa(
-    observations: Observations, *, threshold: Threshold, alpha: float, power: float
+    observations: Observations,
+    *,
+    threshold: Threshold,
+    alpha: float,
+    power: float,
+    effect: Threshold | None = None,
 ) -> PlanReport:
     """Per metric of an A/A file: the per-trial spread, the trials needed, the curve."""
+    effect = effect or default_effect(threshold)
+    _check_effect(threshold, effect)
     plans = []
     for metric, _, sample in observations.samples():
         if sample.trial is None:
@@ -147,11 +213,17 @@ def plan_from_aa(
             )
         try:
             sd = trial_sd_from_aa(sample, relative=threshold.relative)
-            trials = trials_needed(sd, threshold=threshold.value, alpha=alpha, power=power)
         except ValueError as err:
             raise DataError(f"{observations.source}: metric {metric!r}: {err}") from None
         if not math.isfinite(sd):
             continue
+        if sd == 0.0:
+            raise DataError(
+                f"{observations.source}: metric {metric!r}: the A/A trials' effects do not "
+                f"vary at all, so there is no spread to plan with",
+                hint="check that the A/A runs measured the metric (a constant has no noise)",
+            )
+        trials = _verdict_plan(sd, threshold, effect, alpha, power)
         plans.append(
             MetricPlan(
                 metric=metric,
@@ -160,4 +232,9 @@ def plan_from_aa(
                 curve=half_width_curve(sd, max_trials=max(32, trials.trials), alpha=alpha),
             )
         )
-    return PlanReport(source=observations.source, metrics=tuple(plans), threshold=str(threshold))
+    return PlanReport(
+        source=observations.source,
+        metrics=tuple(plans),
+        threshold=str(threshold),
+        effect=str(effect),
+    )

@@ -5,7 +5,7 @@ trial ``first_look`` on, and stops when every gated metric's verdict is settled 
 regression or an improvement, or no change because the interval lies within ±threshold) or
 ``max_trials`` trials are done. Looking after every trial at the plain alpha would flag an
 A/A experiment far more often than alpha (with looks at 3 to 15 trials and the fallback
-models, 14% at alpha 5%): each look is another chance for noise to cross.
+models, 22% at alpha 5%): each look is another chance for noise to cross.
 
 **The rule: repeated confidence intervals at one calibrated level** (Pocock's idea, as
 repeated intervals after Jennison and Turnbull). Every look uses the same nominal level
