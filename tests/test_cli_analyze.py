@@ -10,7 +10,7 @@ import pyarrow as pa
 from click.testing import CliRunner
 
 from hairline.cli import main
-from hairline.store.observations import write_observations
+from hairline.store.observations import read_observations, write_observations
 
 
 def lockstep_experiment(path: Path, *, cpu_effect: float, seed: int, trials: int = 8) -> Path:
@@ -63,8 +63,19 @@ def test_an_aa_comparison_is_not_a_regression(tmp_path: Path) -> None:
     assert not json.loads(out.read_text())["regression"]
 
 
+def aa_history(path: Path, *, runs: int, trials: int, seed: int) -> Path:
+    """``runs`` A/A experiments of ``trials`` trials each, told apart by an experiment
+    column, as the lab's history is."""
+    tables = []
+    for run in range(runs):
+        one = lockstep_experiment(path, cpu_effect=0.0, seed=seed + run, trials=trials)
+        table = read_observations(one).table
+        tables.append(table.append_column("experiment", pa.array([run] * len(table))))
+    return write_observations(path, pa.concat_tables(tables))
+
+
 def test_history_drives_adaptive_selection(tmp_path: Path) -> None:
-    history = lockstep_experiment(tmp_path / "history.parquet", cpu_effect=0.0, seed=3, trials=10)
+    history = aa_history(tmp_path / "history.parquet", runs=10, trials=8, seed=30)
     obs = lockstep_experiment(tmp_path / "ab.parquet", cpu_effect=0.03, seed=4)
     out = tmp_path / "verdict.json"
     result = CliRunner().invoke(
@@ -73,6 +84,20 @@ def test_history_drives_adaptive_selection(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     cpu = next(m for m in json.loads(out.read_text())["metrics"] if m["metric"] == "cpu_ns")
     assert cpu["model_reason"].startswith("adaptive: best of 10 A/A runs")
+
+
+def test_a_history_without_experiments_is_an_error_naming_the_column(tmp_path: Path) -> None:
+    # Split by trial, ten trials of one A/A experiment became ten "runs": the ci-test then
+    # sized its interval for one trial, against an experiment of eight.
+    history = lockstep_experiment(tmp_path / "history.parquet", cpu_effect=0.0, seed=3, trials=10)
+    obs = lockstep_experiment(tmp_path / "ab.parquet", cpu_effect=0.03, seed=4)
+    for model in ("ci-test", "adaptive"):
+        result = CliRunner().invoke(
+            main, ["analyze", str(obs), "--history", str(history), "--model", model]
+        )
+        assert result.exit_code == 2, result.output
+        assert "no 'experiment' column" in result.output
+        assert "add a column 'experiment'" in result.output
 
 
 def test_a_named_bootstrap_and_a_lower_is_worse_direction(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ loop: warm-up cut -> preprocessing -> model per metric -> effect, CI, p-value ->
 Model choice per metric: a named model is used as given. ``adaptive`` scores every model on
 the metric's A/A history (ServiceLab section 4.2) and takes the best; without history, or
 when no model qualifies, it falls back to :func:`hairline.stats.fallback_model` and says so.
-A/A history is split into runs by its ``experiment`` column, or by ``trial`` when there is
-none: each run is one A/A comparison.
+A/A history is split into runs by its ``experiment`` column, each run one A/A comparison; a
+history without it is an error (:func:`history_runs`).
 """
 
 from __future__ import annotations
@@ -86,22 +86,29 @@ class Analysis:
 
 
 def history_runs(history: Observations, metric: str) -> list[MetricSample]:
-    """The A/A runs of ``metric`` in ``history``, one MetricSample each."""
+    """The A/A runs of ``metric`` in ``history``, one MetricSample per value of its
+    ``experiment`` column.
+
+    A history without that column is a ``DataError``: its rows cannot be told apart into
+    the runs they came from. Splitting them by trial instead (as hairline once did) made
+    every trial a run, so the ci-test sized its interval for one trial and adaptive
+    selection scored the models on one-trial runs, whatever the experiment being judged.
+    """
     table = history.table
-    if "experiment" in table.column_names:
-        runs: list[MetricSample] = []
-        for experiment in pc.unique(table.column("experiment")).to_pylist():
-            part = dataclasses.replace(
-                history, table=table.filter(pc.equal(table.column("experiment"), experiment))
-            )
-            runs.extend(s for m, _, s in part.samples() if m == metric)
-        return runs
-    for found, _, sample in history.samples():
-        if found == metric:
-            if sample.trial is None:
-                return [sample]
-            return [sample.select(sample.trial == c) for c in np.unique(sample.trial)]
-    return []
+    if "experiment" not in table.column_names:
+        raise DataError(
+            f"{history.source}: the A/A history has no 'experiment' column, so its rows "
+            f"cannot be grouped into the A/A runs they came from",
+            hint="add a column 'experiment' naming each row's A/A run (the lab's history "
+            "has it); each run should have as many trials as the experiments it judges",
+        )
+    runs: list[MetricSample] = []
+    for experiment in pc.unique(table.column("experiment")).to_pylist():
+        part = dataclasses.replace(
+            history, table=table.filter(pc.equal(table.column("experiment"), experiment))
+        )
+        runs.extend(s for m, _, s in part.samples() if m == metric)
+    return runs
 
 
 def _choose(
