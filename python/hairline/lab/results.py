@@ -90,7 +90,10 @@ def analysis_alpha(config: ExperimentConfig) -> float:
     false-positive rate at alpha (docs/stats.md, "Sequential trials")."""
     if not config.design.sequential:
         return config.analysis.alpha
-    return look_alpha(config.analysis.alpha, FIRST_LOOK, config.design.max_trials)
+    # Calibrated for the model the looks use: the one named, or the per-trial fallback
+    # (adaptive choice from A/A history is then approximate; docs/stats.md).
+    model = None if config.analysis.model == "adaptive" else config.analysis.model
+    return look_alpha(config.analysis.alpha, FIRST_LOOK, config.design.max_trials, model)
 
 
 def analysis_options(config: ExperimentConfig) -> AnalysisOptions:
