@@ -7,9 +7,11 @@ the processor's analysis phase, the sequential design's looks and the reports al
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlalchemy import select
 
 from hairline.config import ExperimentConfig
@@ -112,12 +114,17 @@ def analyze_experiment(
     config: ExperimentConfig,
     *,
     history_ids: list[int] | None = None,
+    metrics: Collection[str] | None = None,
 ) -> Analysis:
     """Analyse an experiment's finished trials against its service's A/A history
-    (``history_ids``, default: every finished A/A experiment of the service)."""
+    (``history_ids``, default: every finished A/A experiment of the service); only
+    ``metrics`` when given (a sequential look needs only the metrics it decides on, and
+    per-request latency rows are most of the data)."""
     table = experiment_observations(store, experiment_id)
     if table is None:
         raise HairlineError(f"experiment {experiment_id} has no finished trials to analyse")
+    if metrics is not None:
+        table = table.filter(pc.is_in(table["metric"], pa.array(sorted(metrics))))
     observations = observations_from_table(table, source=f"experiment {experiment_id}")
     history = aa_history(store, config.service.name, exclude=experiment_id, ids=history_ids)
     return analyze(
@@ -131,8 +138,10 @@ def settled_at_look(
     """One look of the sequential design: whether every metric of ``[design] decide_on`` has
     a settled verdict (regression, improvement, or no change as large as its threshold)
     for every candidate, and the labels seen."""
-    analysis = analyze_experiment(store, experiment_id, config, history_ids=history_ids)
     wanted = set(config.design.decide_on)
+    analysis = analyze_experiment(
+        store, experiment_id, config, history_ids=history_ids, metrics=wanted
+    )
     labels: dict[str, str] = {
         f"{r.metric} ({r.candidate})": r.verdict.label
         for r in analysis.results
