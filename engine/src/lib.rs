@@ -7,6 +7,7 @@
 pub mod client;
 pub mod histogram;
 pub mod load;
+pub mod output;
 pub mod pace;
 pub mod record;
 pub mod request_log;

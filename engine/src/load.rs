@@ -5,7 +5,6 @@
 //! (returned as [`LoadError`]).
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -15,6 +14,7 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 
+use crate::output::{self, Staged};
 use crate::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
 use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
 use crate::request_log;
@@ -156,17 +156,21 @@ pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(LoadError::Signal)?;
     }
+    // Every output is created before the run, so that a bad path fails in a second rather
+    // than after the whole run, and is put in place only when the run has succeeded.
     let create = |path: &PathBuf| {
-        File::create(path)
-            .map(|f| BufWriter::with_capacity(1 << 20, f))
+        Staged::create(path)
+            .map(|(staged, f)| (staged, BufWriter::with_capacity(1 << 20, f)))
             .map_err(|source| LoadError::Create {
                 path: path.clone(),
                 source,
             })
     };
+    let mut staged: Vec<Staged> = Vec::new();
     let mut sinks = Sinks::default();
     if let Some(path) = &args.requests {
-        let mut w = create(path)?;
+        let (file, mut w) = create(path)?;
+        staged.push(file);
         request_log::write_header(&mut w).map_err(|source| LoadError::Write {
             path: path.clone(),
             source,
@@ -174,28 +178,33 @@ pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
         sinks.requests = Some(w);
     }
     if let Some(path) = &args.hdr_log {
-        sinks.hdr_log = Some(create(path)?);
+        let (file, w) = create(path)?;
+        staged.push(file);
+        sinks.hdr_log = Some(w);
     }
-    // Create the summary file before running so a bad path fails in a second, not after
-    // the whole run.
     let summary_file = match &args.summary {
         Some(path) => Some(create(path)?),
         None => None,
     };
+    // The sinks are flushed and closed by the time the run returns.
     let summary = replay::run(&plan, sinks, stop)?;
     let valid = summary
         .get("valid")
         .and_then(serde_json::Value::as_bool)
         .unwrap_or(false);
     match (summary_file, &args.summary) {
-        (Some(mut w), Some(path)) => serde_json::to_writer_pretty(&mut w, &summary)
-            .map_err(std::io::Error::from)
-            .and_then(|()| w.write_all(b"\n"))
-            .and_then(|()| w.flush())
-            .map_err(|source| LoadError::Write {
-                path: path.clone(),
-                source,
-            })?,
+        (Some((file, mut w)), Some(path)) => {
+            serde_json::to_writer_pretty(&mut w, &summary)
+                .map_err(std::io::Error::from)
+                .and_then(|()| w.write_all(b"\n"))
+                .and_then(|()| w.flush())
+                .map_err(|source| LoadError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
+            // Last, so that a summary in place means the other outputs are too.
+            staged.push(file);
+        }
         _ => {
             let mut out = std::io::stdout().lock();
             let text = if args.control {
@@ -215,6 +224,11 @@ pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
                     source,
                 })?;
         }
+    }
+    for file in staged {
+        let path = file.path().to_owned();
+        file.commit()
+            .map_err(|source| LoadError::Write { path, source })?;
     }
     if args.strict && !valid {
         eprintln!("hairline-engine: the run failed a validity gate (see \"gates\" in the summary)");
@@ -552,6 +566,24 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
                 }),
                 Err(msg) => problems.push(format!("--warm-url {spec}: {msg}")),
             }
+        }
+    }
+
+    let outputs = [
+        ("--summary", &args.summary),
+        ("--requests", &args.requests),
+        ("--hdr-log", &args.hdr_log),
+    ];
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        let Some(path) = path else { continue };
+        if let Some(why) = output::path_problem(path) {
+            problems.push(format!("{flag} {}: {why}", path.display()));
+        }
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| p.as_ref() == Some(path)) {
+            problems.push(format!(
+                "{flag} {}: the same file as {other}; give each output its own file",
+                path.display()
+            ));
         }
     }
 

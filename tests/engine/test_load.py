@@ -16,6 +16,7 @@ import struct
 import subprocess
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -194,6 +195,54 @@ def test_a_target_that_never_gets_warm_fails_naming_it(sample_service):
     assert time.monotonic() - started < 10
     assert "exit 2" in err.value.message
     assert "slowpoke" in err.value.message and "ok (" not in err.value.message
+
+
+def test_a_failed_run_leaves_every_output_as_it_was(sample_service, engine_path, tmp_path):
+    never = sample_service(warmup_s=3600)
+    summary, requests, hdr_log = tmp_path / "s.json", tmp_path / "r.bin", tmp_path / "h.hlog"
+    summary.write_text('{"from": "the last good run"}\n')
+    requests.write_bytes(b"last good records")
+    plan = LoadPlan(
+        targets=(("a", never.url),),
+        paths=(LIGHT,),
+        rate_per_s=100,
+        duration_s=1,
+        warm_urls=(f"{never.url}/warm",),
+        warm_timeout_s=1,
+        summary_path=summary,
+        requests_path=requests,
+        hdr_log_path=hdr_log,
+    )
+
+    failed = subprocess.run(
+        [str(engine_path), *plan.to_args()], capture_output=True, text=True, timeout=30
+    )
+
+    assert failed.returncode == 2 and "never got warm" in failed.stderr
+    assert summary.read_text() == '{"from": "the last good run"}\n'
+    assert requests.read_bytes() == b"last good records"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.bin", "s.json"]
+
+    ok = subprocess.run(
+        [str(engine_path), *replace(plan, warm_urls=()).to_args()], capture_output=True, timeout=30
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(summary.read_text())["targets"]["a"]["requests"] == 100
+    assert len(read_requests(requests)) == 100 and hdr_log.stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.hlog", "r.bin", "s.json"]
+
+
+def test_outputs_in_a_missing_folder_are_refused_before_the_run(engine_path, tmp_path):
+    command = [str(engine_path), "load", "--target", "a=http://127.0.0.1:1", "--path", "/"]
+    command += ["--rate", "10", "--duration", "1", "--summary", str(tmp_path / "no" / "s.json")]
+    command += ["--requests", str(tmp_path)]
+
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=10)
+
+    assert proc.returncode == 2
+    assert f"the directory {tmp_path / 'no'} does not exist; create it" in proc.stderr
+    assert f"--requests {tmp_path}: is a directory" in proc.stderr
+    assert not (tmp_path / "no").exists()
 
 
 def test_control_changes_the_rate_at_once(sample_service):
