@@ -346,6 +346,17 @@ def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
     assert "HTML report" in as_json.stderr
     as_markdown = hairline("report", "1", "--markdown", "-", home=home, engine=engine_path)
     assert as_markdown.stdout.lstrip().startswith("#") and "╭" not in as_markdown.stdout
+    # The report reads the analysis stored when the experiment finished; --reanalyse redoes it.
+    stored = home / "experiments" / "1" / "verdicts.json"
+    record = json.loads(stored.read_text())
+    record["analysis"]["results"][0]["verdict"]["reason"] = "as stored"
+    stored.write_text(json.dumps(record))
+    reason = lambda done: json.loads(done.stdout)["analysis"]["metrics"][0]["reason"]  # noqa: E731
+    assert reason(hairline("report", "1", "--json", "-", home=home, engine=engine_path)) == (
+        "as stored"
+    )
+    again = hairline("report", "1", "--json", "-", "--reanalyse", home=home, engine=engine_path)
+    assert reason(again) != "as stored"
 
     path = write_experiment(
         tmp_path / "i", tag="daemon-int", trials=3, duration_s=2.0, daemon=marker

@@ -212,8 +212,9 @@ def _emit_reports(
     json_path: Path | None,
     markdown_path: Path | None,
     html_path: Path | None,
+    reanalyse: bool = False,
 ) -> ExperimentReport:
-    report = load_report(store, experiment_id)
+    report = load_report(store, experiment_id, reanalyse=reanalyse)
     artifacts = artifacts_dir(store, experiment_id)
     html_file = artifacts / "report.html"
     report = _with_html(report, html_file)
@@ -390,6 +391,8 @@ def status(experiment_id: int | None, db_url: str | None, home: Path, as_json: b
 @click.argument("experiment_id", type=int)
 @_store_options
 @_report_options
+@click.option("--reanalyse", is_flag=True,
+              help="Analyse the trials again instead of reading the stored analysis.")  # fmt: skip
 def report(
     experiment_id: int,
     db_url: str | None,
@@ -397,6 +400,7 @@ def report(
     json_path: Path | None,
     markdown_path: Path | None,
     html_path: Path | None,
+    reanalyse: bool,
 ) -> None:
     """Report on one experiment (terminal, and --json/--markdown/--html).
 
@@ -406,8 +410,8 @@ def report(
     store = open_store(db_url, home=home)
     try:
         result = _emit_reports(
-            store, experiment_id, out,
-            json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+            store, experiment_id, out, json_path=json_path, markdown_path=markdown_path,
+            html_path=html_path, reanalyse=reanalyse,
         )  # fmt: skip
     finally:
         store.close()

@@ -14,7 +14,6 @@ arms the dead one left behind. So no trial is lost or counted twice.
 from __future__ import annotations
 
 import contextlib
-import json
 import traceback
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from hairline.lab.results import (
     aa_experiments,
     analyze_experiment,
     experiment_observations,
+    save_analysis,
 )
 from hairline.lab.trials import run_trials_of
 from hairline.stats.data import Comparison
@@ -271,19 +271,17 @@ def _analyze(ctx: Context) -> None:
     table = experiment_observations(ctx.store, ctx.id)
     if table is not None:
         write_observations(ctx.row.artifacts_dir / "observations.parquet", table)
-    # The history used is recorded, so that a later report analyses the same way.
     history_ids = [i for i in aa_experiments(ctx.store, ctx.config.service.name) if i != ctx.id]
-    (ctx.row.artifacts_dir / "analysis.json").write_text(
-        json.dumps({"history_experiments": history_ids})
-    )
     result = analyze_experiment(ctx.store, ctx.id, ctx.config, history_ids=history_ids)
+    # The one record of this analysis: reports and listings read it back (with the A/A
+    # history it used, so that `report --reanalyse` analyses the same way).
+    save_analysis(ctx.row.artifacts_dir, result, history_ids)
     with ctx.store.transaction() as session:
         transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
         session.execute(delete(VerdictRow).where(VerdictRow.experiment_id == ctx.id))
-        policies = ctx.config.policies()
         for r in result.results:
             c: Comparison = r.comparison
-            policy = policies.get(r.metric)
+            rule = r.verdict.rule
             session.add(
                 VerdictRow(
                     experiment_id=ctx.id,
@@ -297,8 +295,8 @@ def _analyze(ctx: Context) -> None:
                     ci_low=_num(c.ci_rel[0]),
                     ci_high=_num(c.ci_rel[1]),
                     p_value=_num(c.p_value),
-                    threshold=str(policy.threshold) if policy else "default",
-                    direction=policy.direction if policy else "higher-is-worse",
+                    threshold=f"{rule.threshold:g}" + ("" if rule.kind == "absolute" else " rel"),
+                    direction=rule.direction,
                 )
             )
 

@@ -7,8 +7,12 @@ the processor's analysis phase, the sequential design's looks and the reports al
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,8 +20,11 @@ from sqlalchemy import select
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
-from hairline.lab.analysis import Analysis, AnalysisOptions, analyze
+from hairline.lab.analysis import Analysis, AnalysisOptions, MetricAnalysis, analyze
+from hairline.report.jsonout import to_jsonable, write_json
+from hairline.stats.data import Comparison
 from hairline.stats.sequential import FIRST_LOOK, look_alpha, settled
+from hairline.stats.verdict import MetricRule, Verdict
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Service, Trial
 from hairline.store.observations import (
@@ -33,7 +40,10 @@ __all__ = [
     "analysis_options",
     "analyze_experiment",
     "experiment_observations",
+    "load_analysis",
+    "save_analysis",
     "settled_at_look",
+    "stored_history",
 ]
 
 
@@ -149,3 +159,94 @@ def settled_at_look(
     }
     seen = {r.metric for r in analysis.results}
     return bool(labels) and wanted <= seen and all(map(settled, labels.values())), labels
+
+
+# -- the stored record of an analysis ----------------------------------------------------
+#
+# The analysis phase stores its result once (verdict rows for listings, this file for
+# reports); `run`, `report` and `status` read it back instead of analysing again, so they
+# can never disagree. Re-analysis happens only when asked (`hairline report --reanalyse`).
+
+_ANALYSIS_FILE = "verdicts.json"
+_ANALYSIS_VERSION = 1
+
+
+def save_analysis(artifacts: Path, analysis: Analysis, history_ids: list[int]) -> Path:
+    """Write ``analysis`` (and the A/A history it used) to the experiment's artifacts,
+    atomically."""
+    payload = {
+        "version": _ANALYSIS_VERSION,
+        "history_experiments": history_ids,
+        "analysis": to_jsonable(analysis),
+    }
+    return write_json(artifacts / _ANALYSIS_FILE, payload)
+
+
+def _f(value: object) -> float:
+    """A stored float; JSON's null stands for NaN."""
+    return math.nan if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _pair(value: Any) -> tuple[float, float]:
+    lo, hi = value
+    return _f(lo), _f(hi)
+
+
+def load_analysis(artifacts: Path) -> Analysis | None:
+    """The stored analysis of an experiment, or None when it has none (it never finished,
+    or was analysed before analyses were stored)."""
+    path = artifacts / _ANALYSIS_FILE
+    try:
+        payload = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise HairlineError(
+            f"{path}: the stored analysis cannot be read ({err})",
+            hint="run `hairline report ID --reanalyse` to analyse the trials again",
+        ) from None
+    if payload.get("version") != _ANALYSIS_VERSION:
+        return None
+    data = payload["analysis"]
+    results = []
+    for r in data["results"]:
+        v, c = r["verdict"], r["verdict"]["comparison"]
+        comparison = Comparison(
+            model=c["model"], mean_a=_f(c["mean_a"]), mean_b=_f(c["mean_b"]),
+            effect_abs=_f(c["effect_abs"]), effect_rel=_f(c["effect_rel"]),
+            ci_abs=_pair(c["ci_abs"]), ci_rel=_pair(c["ci_rel"]), p_value=_f(c["p_value"]),
+            alpha=_f(c["alpha"]), n_a=int(c["n_a"]), n_b=int(c["n_b"]),
+            warnings=tuple(c["warnings"]),
+            details={k: _f(x) for k, x in (c.get("details") or {}).items()},
+        )  # fmt: skip
+        verdict = Verdict(
+            metric=v["metric"], comparison=comparison, rule=MetricRule(**v["rule"]),
+            p_adjusted=_f(v["p_adjusted"]), label=v["label"], reason=v["reason"],
+            settled=bool(v.get("settled", False)),
+        )  # fmt: skip
+        results.append(
+            MetricAnalysis(
+                metric=r["metric"],
+                candidate=r["candidate"],
+                model=r["model"],
+                model_reason=r["model_reason"],
+                warmup_rows_cut=int(r["warmup_rows_cut"]),
+                verdict=verdict,
+            )
+        )
+    return Analysis(
+        source=data["source"],
+        baseline=data["baseline"],
+        alpha=_f(data["alpha"]),
+        correction=data["correction"],
+        results=tuple(results),
+    )
+
+
+def stored_history(artifacts: Path) -> list[int] | None:
+    """The A/A experiments an analysis used (to analyse again the same way)."""
+    for name in (_ANALYSIS_FILE, "analysis.json"):
+        with contextlib.suppress(OSError, ValueError):
+            ids = json.loads((artifacts / name).read_text()).get("history_experiments")
+            return [int(i) for i in ids] if ids is not None else None
+    return None

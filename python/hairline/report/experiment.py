@@ -12,7 +12,12 @@ from sqlalchemy import func, select
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.lab.analysis import Analysis
-from hairline.lab.results import analyze_experiment, experiment_observations
+from hairline.lab.results import (
+    analyze_experiment,
+    experiment_observations,
+    load_analysis,
+    stored_history,
+)
 from hairline.report.context import ArmReport, ExperimentReport, HostReport, load_notes
 from hairline.store.db import Store
 from hairline.store.models import Arm, Experiment, Host, Run, Service, Trial
@@ -115,9 +120,9 @@ def _time(value: float | None) -> datetime | None:
     return datetime.fromtimestamp(value, tz=UTC) if value is not None else None
 
 
-def load_report(store: Store, experiment_id: int) -> ExperimentReport:
-    """Everything a report shows about ``experiment_id``; analyses it again if it finished
-    (deterministic: same seed, same A/A history as when it was analysed)."""
+def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) -> ExperimentReport:
+    """Everything a report shows about ``experiment_id``, with the analysis stored when it
+    finished; ``reanalyse`` analyses its trials again (same seed, same A/A history)."""
     with store.transaction() as session:
         row = session.get(Experiment, experiment_id)
         if row is None:
@@ -186,13 +191,13 @@ def load_report(store: Store, experiment_id: int) -> ExperimentReport:
     if table is not None:
         observations = observations_from_table(table, source=f"experiment {experiment_id}")
     if phase == "done":
-        inputs = artifacts / "analysis.json"
-        history_ids = (
-            json.loads(inputs.read_text()).get("history_experiments") if inputs.exists() else None
-        )
-        if kind == "aa":
-            config = config.as_aa()
-        analysis = analyze_experiment(store, experiment_id, config, history_ids=history_ids)
+        analysis = None if reanalyse else load_analysis(artifacts)
+        if analysis is None:
+            if kind == "aa":
+                config = config.as_aa()
+            analysis = analyze_experiment(
+                store, experiment_id, config, history_ids=stored_history(artifacts)
+            )
     html = artifacts / "report.html"
     records = _batch_records(artifacts / "runs")
     return ExperimentReport(
