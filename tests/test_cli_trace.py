@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -195,6 +198,51 @@ def test_sample_errors(imported: Path, tmp_path: Path) -> None:
         "trace", "sample", imported, "--fraction", "0.5", "--per-endpoint", "-o", out
     )
     assert code == 2 and "--per-endpoint works with --reservoir" in output
+
+
+# --- where traces are written ------------------------------------------------------------------
+
+
+@pytest.fixture
+def umask_002() -> Iterator[None]:
+    """The process umask set to 002 (group-writable files), as on many shared machines."""
+    previous = os.umask(0o002)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _write_each_way(imported: Path, out_dir: Path) -> dict[str, tuple[int, str, Path]]:
+    """Runs import, filter and sample, each writing into ``out_dir``."""
+    runs = {
+        "import": ["import", "--from", "nginx", DATA / "nginx_access.log", "--skip-bad"],
+        "filter": ["filter", imported, "--count", "5"],
+        "sample": ["sample", imported, "--fraction", "0.5"],
+    }
+    results = {}
+    for name, args in runs.items():
+        out = out_dir / f"{name}.jsonl"
+        code, output = hairline("trace", *args, "-o", out)
+        results[name] = (code, output, out)
+    return results
+
+
+def test_traces_are_written_with_the_umask_like_any_file(
+    imported: Path, tmp_path: Path, umask_002: None
+) -> None:
+    for name, (code, output, out) in _write_each_way(imported, tmp_path).items():
+        assert code == 0, (name, output)
+        assert stat.S_IMODE(out.stat().st_mode) == 0o664, name
+
+
+def test_a_missing_output_folder_is_refused_not_made(imported: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such"
+    for name, (code, output, _) in _write_each_way(imported, missing).items():
+        assert code == 2, (name, output)
+        assert f"the directory {missing} does not exist" in " ".join(output.split()), name
+        assert "create it or write elsewhere" in output
+    assert not (tmp_path / "no").exists()
 
 
 # --- the engine replays an imported trace -------------------------------------------------------

@@ -254,6 +254,22 @@ def test_sample_trace_is_seeded_jsonl(engine_path: Path, tmp_path: Path) -> None
     assert 0.4e6 < stamps[-1] < 0.6e6
 
 
+def test_sample_trace_writes_like_every_other_output(engine_path: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "t.jsonl"
+    command = [str(engine_path), "sample-trace", "--requests", "5"]
+    refused = subprocess.run([*command, "-o", str(missing)], capture_output=True, text=True)
+    assert refused.returncode == 2
+    assert f"the directory {missing.parent} does not exist; create it" in refused.stderr
+
+    out = tmp_path / "t.jsonl"
+    out.write_text("previous\n")
+    bad = subprocess.run([*command, "--rate-per-s", "0", "-o", str(out)], capture_output=True)
+    assert bad.returncode == 2 and out.read_text() == "previous\n"
+    subprocess.run([*command, "-o", str(out)], check=True, timeout=10)
+    assert len(out.read_text().splitlines()) == 6
+    assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]
+
+
 def test_parse_prometheus_rejects_garbage() -> None:
     assert parse_prometheus('a_total{x="1"} 2\n# c\nb 3.5\n') == {'a_total{x="1"}': 2, "b": 3.5}
     with pytest.raises(ValueError, match="line 1"):

@@ -55,7 +55,7 @@ def test_a_full_request_round_trips_through_a_file(tmp_path: Path) -> None:
         ),
         TraceRequest(path="/api/feed?user=1"),
     ]
-    path = write_trace(tmp_path / "out" / "t.jsonl", {"source": "test"}, requests)
+    path = write_trace(tmp_path / "t.jsonl", {"source": "test"}, requests)
 
     trace = read_trace(path)
 

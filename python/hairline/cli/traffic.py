@@ -21,7 +21,13 @@ from rich.table import Table
 from hairline.cli._base import console, main
 from hairline.errors import ConfigError
 from hairline.report.jsonout import to_jsonable, write_json
-from hairline.trace.format import Json, TraceRequest, read_trace, write_trace
+from hairline.trace.format import (
+    Json,
+    TraceRequest,
+    check_output_path,
+    read_trace,
+    write_trace,
+)
 from hairline.trace.importers import FORMATS, ImportOptions, import_files, parse_status_filter
 from hairline.trace.labels import Labeller, parse_label_rules
 from hairline.trace.shape import (
@@ -157,6 +163,8 @@ def import_(
     A line that is not a replayable HTTP request stops the import, naming file and line;
     with --skip-bad it is skipped and counted.
     """
+    # Before reading anything: a log can take minutes to import.
+    check_output_path(output)
     if hosts and FORMATS[fmt] == "combined":
         raise ConfigError(
             "--host: combined logs do not record the host of a request",
@@ -340,6 +348,7 @@ def filter_(
             hint="see `hairline trace filter --help`",
         )
     weights = parse_mix(mixes)
+    check_output_path(output)
     parsed = read_trace(file)
     kept = filter_endpoints(parsed.requests, endpoints)
     step: dict[str, Json] = {"op": "filter", "endpoint": list(endpoints)}
@@ -427,6 +436,7 @@ def sample_(
     if per_endpoint and reservoir_text is None:
         raise ConfigError("--per-endpoint works with --reservoir", hint="add --reservoir K/T")
     rng = np.random.default_rng(seed)
+    check_output_path(output)
     parsed = read_trace(file)
     step: dict[str, Json] = {"op": "sample", "seed": seed}
     if reservoir_text is not None:

@@ -10,7 +10,8 @@ serde_json: ``NaN``, numbers out of range, lone surrogates, nesting deeper than 
 
 :func:`write_trace` writes atomically (a temporary file renamed into place) and checks every
 request with the same rules before writing, so no tool here can produce a trace the engine
-would refuse.
+would refuse. Like the engine's outputs, a trace is created with mode 0666 less the umask,
+and only in a folder that exists.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "Json",
     "Trace",
     "TraceRequest",
+    "check_output_path",
     "encode_request",
     "parse_trace_text",
     "path_without_query",
@@ -442,6 +444,33 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     return parse_trace_text(text, source=str(p))
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_output_path(path: Path) -> None:
+    """A :class:`DataError` unless ``path`` can be written: its folder must exist, and it must
+    not be a folder. Missing folders are not made, as the engine and the recorder do not
+    make them: a typo in a path should not make a tree of folders."""
+    if path.is_dir():
+        raise DataError(f"cannot write {path}: it is a directory", hint="give a file path")
+    parent = path.parent
+    if not parent.is_dir():
+        raise DataError(
+            f"cannot write {path}: the directory {parent} does not exist",
+            hint="create it or write elsewhere",
+        )
+
+
 def write_trace(
     path: str | os.PathLike[str],
     header: Mapping[str, Json] | None,
@@ -466,9 +495,11 @@ def write_trace(
             f"nothing to write to {p}: no requests are left",
             hint="the engine cannot replay an empty trace; loosen the filter or sample",
         )
-    p.parent.mkdir(parents=True, exist_ok=True)
+    check_output_path(p)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        # mkstemp makes the file 0600 whatever the umask; a trace is made like any file.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             for line in lines:
                 f.write(line)
