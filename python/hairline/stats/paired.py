@@ -7,13 +7,15 @@ differs in how it gets a p-value: t = mean(M) / (sd(M) / sqrt(m)) against Studen
 m - 1 degrees of freedom, instead of enumerating sign vectors.
 
 Why it exists: the exact sign-flip test cannot give a p-value below 2/2^m, so with fewer than
-7 trials it can never reach alpha = 0.05 (two-sided), however large the change. Pooling the
-rows of 2 to 6 trials in a Welch test instead treats trial-to-trial noise as if it averaged
+6 trials it can never reach alpha = 0.05 (two-sided), however large the change. Pooling the
+rows of a few trials in a Welch test instead treats trial-to-trial noise as if it averaged
 out over requests, which is what makes pooled tests' false-positive rates grow with the
 number of rows (see the tests). The paired t-test is exact when the M_i are normal, and each
 M_i is a difference of means over hundreds or thousands of requests, so by the central limit
 theorem they are close to it; the A/A simulations in the tests check the rate with skewed
-per-request values and 2 to 6 trials.
+per-request values and 2 to 6 trials. It is the fallback for 2 to 4 trials; from 5 the
+trimmed t-test (:mod:`hairline.stats.trimmed`) takes over, which one bad trial cannot
+overturn.
 
 The interval inverts the same test: mean(M) ± t_{1-alpha/2}(m - 1)·sd(M)/sqrt(m), divided by
 the mean of A's trial means for the relative scale, so it excludes 0 exactly when p < alpha.

@@ -7,10 +7,10 @@ matters. And a direction: ``higher-is-worse`` (CPU, latency, memory) or ``lower-
 higher-is-worse, -effect otherwise), [w_lo, w_hi] for its interval, and p for the p-value,
 adjusted across metrics when a correction is asked for. The rule, applied in order:
 
-1. **no change** if both arms measured the same constant (an error rate of 0 in each): the
-   p-value is NaN or 1 and no interval exists around a zero baseline, but there is no
-   difference to explain. **inconclusive** if otherwise p, w or the interval is NaN (the
-   model could not decide).
+1. **no change** if both arms measured the same constant (an error rate of 0 in each; the
+   registered models flag it in ``details["same_constant"]``): the p-value is NaN or 1 and
+   no interval exists around a zero baseline, but there is no difference to explain.
+   **inconclusive** if otherwise p, w or the interval is NaN (the model could not decide).
 2. **regression** if p < alpha, w > 0 and w >= θ: a significant change in the worse
    direction at least as large as the threshold.
 3. **improvement** if p < alpha, w < 0 and -w >= θ.
@@ -20,6 +20,11 @@ adjusted across metrics when a correction is asked for. The rule, applied in ord
 6. **inconclusive** otherwise: not shown to matter, but the interval reaches past ±θ, so a
    change that matters is not ruled out (more trials would settle it). This includes a
    significant change whose estimate is below θ while its interval reaches beyond θ.
+
+A verdict is **settled** (``Verdict.settled``) when more trials would not change it: rules 2,
+3 and 4, and the constant case; the sequential design stops on it
+(:mod:`hairline.stats.sequential`). :func:`classify` is rules 2 to 6 on arrays, which
+:func:`decide` and the planning and sequential simulations share.
 
 The interval is the model's (1 - alpha) interval, not adjusted; the adjustment touches the
 p-values only. Corrections across the metrics of one experiment:
