@@ -35,6 +35,7 @@ from hairline.stats import (
     select_model,
     verdicts,
 )
+from hairline.stats.sequential import look_alpha, validate_design
 from hairline.store.observations import Observations
 
 __all__ = ["Analysis", "AnalysisOptions", "MetricAnalysis", "analyze", "history_runs"]
@@ -54,6 +55,10 @@ class AnalysisOptions:
     correction: Correction = "none"
     cut_warmup: bool = True
     seed: int = 0
+    #: (first_look, max_trials) to analyse as one look of a sequential design: each metric
+    #: is tested, and its interval drawn, at the per-look level of the model it uses
+    #: (stats.sequential.look_alpha), so that all looks together keep ``alpha``.
+    sequential: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,11 @@ def analyze(
             f"unknown model {options.model!r}",
             hint=f"use adaptive or one of {', '.join(list_models())}",
         )
+    if options.sequential is not None:
+        try:
+            validate_design(*options.sequential)
+        except ValueError as err:
+            raise ConfigError(f"sequential design: {err}") from None
     rng = np.random.default_rng(options.seed)
     results: list[MetricAnalysis] = []
     by_candidate: dict[str, dict[str, Comparison]] = {}
@@ -158,12 +168,11 @@ def analyze(
         runs = history_runs(history, metric) if history is not None else []
         model, reason = _choose(metric, sample, options, runs, rng)
         try:
+            alpha = _level(options, model, fallback=reason.endswith("fallback model"))
             with warnings.catch_warnings():
                 # Degenerate data is reported in Comparison.warnings; no stderr noise.
                 warnings.simplefilter("ignore", DegenerateDataWarning)
-                comparison = get_model(model)(
-                    sample, alpha=options.alpha, rng=rng, history=runs or None
-                )
+                comparison = get_model(model)(sample, alpha=alpha, rng=rng, history=runs or None)
         except ValueError as err:
             raise DataError(
                 f"{observations.source}: metric {metric!r} with model {model}: {err}",
@@ -193,6 +202,16 @@ def analyze(
         correction=options.correction,
         results=tuple(results),
     )
+
+
+def _level(options: AnalysisOptions, model: str, *, fallback: bool) -> float:
+    """The level of one metric's test and interval: alpha, or at a look of a sequential
+    design the per-look level of the models its looks use (the fallback's sequence of
+    models when the fallback chose, else this model at every look)."""
+    if options.sequential is None:
+        return options.alpha
+    first_look, max_trials = options.sequential
+    return look_alpha(options.alpha, first_look, max_trials, None if fallback else model)
 
 
 def _rule(policy: MetricPolicy) -> MetricRule:
