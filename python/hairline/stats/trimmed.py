@@ -113,7 +113,7 @@ def _statistic_parts(values: FloatArray, g: int) -> tuple[FloatArray, FloatArray
     return estimate, se
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=128)
 def _null_abs_statistic(trials: int, g: int) -> FloatArray:
     """|T| for NULL_DRAWS sets of ``trials`` standard normal differences, sorted."""
     rng = np.random.default_rng([_NULL_SEED, trials, g])
