@@ -117,3 +117,15 @@ def test_a_significant_paired_t_no_longer_stands_beside_an_interval_holding_zero
     result = run_model("paired-t-none", sample, rng=np.random.default_rng(0))
     assert result.p_value == pytest.approx(0.0339, abs=1e-4)
     assert result.ci_rel[0] > 0.0
+
+
+def test_only_rounding_is_settled_in_favour_of_the_p_value() -> None:
+    from hairline.stats._modelkit import agree_with_p
+
+    tiny = np.nextafter(0.0, 1.0)
+    # An end an ulp past 0 moves to agree with the p-value, either way.
+    assert agree_with_p(1e-20, 2.0, 0.5, 0.05) == (0.0, 2.0)
+    assert agree_with_p(-1e-20, 2.0, 0.01, 0.05) == (tiny, 2.0)
+    # A real disagreement, or an infinite end, is left for the tests to see.
+    assert agree_with_p(-3.0, 2.0, 0.01, 0.05) == (-3.0, 2.0)
+    assert agree_with_p(-np.inf, np.inf, 0.01, 0.05) == (-np.inf, np.inf)

@@ -89,9 +89,13 @@ def agree_with_p(
     hi_a = np.array(hi, dtype=np.float64, copy=True)
     p_a = np.asarray(p, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        scale = np.maximum(np.abs(lo_a), np.abs(hi_a))
-        near_lo = np.abs(lo_a) <= _AGREE_RTOL * scale
-        near_hi = np.abs(hi_a) <= _AGREE_RTOL * scale
+        # Only finite ends measure the interval's size, and an infinite end is never near 0.
+        scale = np.fmax(
+            np.where(np.isfinite(lo_a), np.abs(lo_a), np.nan),
+            np.where(np.isfinite(hi_a), np.abs(hi_a), np.nan),
+        )
+        near_lo = np.isfinite(lo_a) & (np.abs(lo_a) <= _AGREE_RTOL * scale)
+        near_hi = np.isfinite(hi_a) & (np.abs(hi_a) <= _AGREE_RTOL * scale)
     holds = (lo_a <= 0.0) & (hi_a >= 0.0)
     widen = (p_a >= alpha) & ~holds
     lo_a = np.where(widen & (lo_a > 0.0) & near_lo, 0.0, lo_a)
