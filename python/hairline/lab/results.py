@@ -152,13 +152,13 @@ def settled_at_look(
     analysis = analyze_experiment(
         store, experiment_id, config, history_ids=history_ids, metrics=wanted
     )
-    labels: dict[str, str] = {
-        f"{r.metric} ({r.candidate})": r.verdict.label
-        for r in analysis.results
-        if r.metric in wanted
-    }
+    deciding = [r for r in analysis.results if r.metric in wanted]
+    labels: dict[str, str] = {f"{r.metric} ({r.candidate})": r.verdict.label for r in deciding}
     seen = {r.metric for r in analysis.results}
-    return bool(labels) and wanted <= seen and all(map(settled, labels.values())), labels
+    # The verdict, not its label: "no change" under a zero threshold is only p >= alpha,
+    # which more trials may overturn.
+    done = bool(deciding) and wanted <= seen and all(settled(r.verdict) for r in deciding)
+    return done, labels
 
 
 # -- the stored record of an analysis ----------------------------------------------------
