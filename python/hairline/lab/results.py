@@ -23,7 +23,7 @@ from hairline.errors import HairlineError
 from hairline.lab.analysis import Analysis, AnalysisOptions, MetricAnalysis, analyze
 from hairline.report.jsonout import to_jsonable, write_json
 from hairline.stats.data import Comparison
-from hairline.stats.sequential import FIRST_LOOK, look_alpha, settled
+from hairline.stats.sequential import FIRST_LOOK, settled
 from hairline.stats.verdict import MetricRule, Verdict
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Service, Trial
@@ -36,7 +36,6 @@ from hairline.store.observations import (
 __all__ = [
     "aa_experiments",
     "aa_history",
-    "analysis_alpha",
     "analysis_options",
     "analyze_experiment",
     "experiment_observations",
@@ -96,22 +95,13 @@ def aa_history(
     return observations_from_table(combined, source=f"A/A history of {service}")
 
 
-def analysis_alpha(config: ExperimentConfig) -> float:
-    """The level of every test and interval of ``config``'s analysis: the file's alpha, or
-    under ``trials = "auto"`` the per-look level that keeps the whole sequential procedure's
-    false-positive rate at alpha (docs/stats.md, "Sequential trials")."""
-    if not config.design.sequential:
-        return config.analysis.alpha
-    # Calibrated for the model the looks use: the one named, or the per-trial fallback
-    # (adaptive choice from A/A history is then approximate; docs/stats.md).
-    model = None if config.analysis.model == "adaptive" else config.analysis.model
-    return look_alpha(config.analysis.alpha, FIRST_LOOK, config.design.max_trials, model)
-
-
 def analysis_options(config: ExperimentConfig) -> AnalysisOptions:
     return AnalysisOptions(
         model=config.analysis.model,
-        alpha=analysis_alpha(config),
+        alpha=config.analysis.alpha,
+        # Under trials = "auto" every analysis is a look: each metric is tested at the level
+        # that keeps all looks together at alpha, for the model it uses (docs/stats.md).
+        sequential=(FIRST_LOOK, config.design.max_trials) if config.design.sequential else None,
         policies=config.policies(),
         correction=config.analysis.correction,
         seed=config.analysis.seed,
