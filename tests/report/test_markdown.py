@@ -20,7 +20,7 @@ from hairline.store.observations import read_observations, write_observations
 
 
 def report(tmp_path: Path, *, cpu_effect: float, seed: int, **changes: object) -> ExperimentReport:
-    """Six trials of CPU per request and throughput (lower is worse), analysed."""
+    """Six trials of CPU per request and goodput (lower is worse), analysed."""
     rng = np.random.default_rng(seed)
     rows: dict[str, list[object]] = {"trial": [], "arm": [], "metric": [], "value": []}
     for trial in range(6):
@@ -28,14 +28,14 @@ def report(tmp_path: Path, *, cpu_effect: float, seed: int, **changes: object) -
             scale = 1 + cpu_effect if arm == "B" else 1.0
             for metric, value in (
                 ("cpu_ns_per_request", 150_000 * scale * (1 + rng.normal(0, 0.004))),
-                ("throughput_per_s", 400 * (1 + rng.normal(0, 0.001))),
+                ("goodput_per_s", 400 * (1 + rng.normal(0, 0.001))),
             ):
                 rows["trial"].append(trial)
                 rows["arm"].append(arm)
                 rows["metric"].append(metric)
                 rows["value"].append(value)
     observations = read_observations(write_observations(tmp_path / "o.parquet", pa.table(rows)))
-    policies = {"throughput_per_s": MetricPolicy(Threshold(0.01, relative=True), "lower-is-worse")}
+    policies = {"goodput_per_s": MetricPolicy(Threshold(0.01, relative=True), "lower-is-worse")}
     options = AnalysisOptions(policies=policies, default_policy=MetricPolicy())
     base = ExperimentReport(
         experiment_id=42,
@@ -74,12 +74,12 @@ def test_a_regression_leads_the_comment_and_is_marked_in_the_table(tmp_path: Pat
     assert re.fullmatch(
         r"### hairline: regression found in cpu\\_ns\\_per\\_request \+\d\.\d\d%", first
     )
-    header, cpu, throughput = table_rows(markdown)
+    header, cpu, goodput = table_rows(markdown)
     assert header == ["metric", "A", "B", "effect", "CI", "p", "threshold", "verdict"]
     assert cpu[0] == "`cpu_ns_per_request`" and cpu[-1] == "**regression**"
     assert cpu[1].startswith("15") and "," in cpu[1]  # means with thousands separators
     assert cpu[6] == "1%"
-    assert throughput[6] == "1% (lower worse)" and throughput[-1] != "**regression**"
+    assert goodput[6] == "1% (lower worse)" and goodput[-1] != "**regression**"
     # One model for both metrics, and why: no A/A history to choose by.
     assert re.search(r"\n- `[\w-]+` for both metrics: adaptive: no A/A history", markdown)
 
@@ -133,7 +133,12 @@ def test_the_step_summary_is_appended_when_github_sets_it(tmp_path: Path) -> Non
     assert summary.read_text() == "# earlier step\n### first\n### second\n"
 
 
-def test_the_step_summary_is_left_alone_outside_github(tmp_path: Path) -> None:
+def test_the_step_summary_is_left_alone_outside_github(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # From an empty working folder: an empty variable must not become a file named "" or
+    # "." here, nor anything else.
+    monkeypatch.chdir(tmp_path)
     assert append_step_summary("### hairline", {}) is None
     assert append_step_summary("### hairline", {"GITHUB_STEP_SUMMARY": ""}) is None
     assert list(tmp_path.iterdir()) == []
