@@ -118,6 +118,21 @@ def test_lockstep_sends_every_request_id_to_both_targets(sample_service, tmp_pat
     skew = result.dispatch_skew_us
     assert 0 < skew.count <= 1000
     assert 0 < skew.p50 <= skew.p99 <= skew.max
+    # Lockstep: each request id is due at the same instant on both targets, and is sent to
+    # both close together. A send's moment is its due time plus the corrected latency less
+    # the uncorrected one (the wait before the write).
+    by_target = {}
+    for t in result.targets.values():
+        mine = np.sort(records[records["target"] == t.index], order="request_id")
+        sent = mine["intended_ns"].astype(np.int64) + (
+            mine["latency_ns"].astype(np.int64) - mine["uncorrected_ns"].astype(np.int64)
+        )
+        by_target[t.index] = (mine["intended_ns"], sent)
+    (due_a, sent_a), (due_b, sent_b) = by_target.values()
+    assert np.array_equal(due_a, due_b)
+    apart_us = np.abs(sent_a - sent_b) / 1e3
+    # Generous for a shared 2-CPU VM; a target written a tick later would be 2,000 us apart.
+    assert np.median(apart_us) < 1_000 and np.percentile(apart_us, 99) < 20_000, apart_us
     served = {
         name: svc.metrics()['sample_requests_total{endpoint="/api/profile",status="200"}']
         for name, svc in (("a", a), ("b", b))
