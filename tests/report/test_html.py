@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from hairline.config import MetricPolicy, Threshold
 from hairline.lab.analysis import AnalysisOptions, analyze
@@ -206,3 +207,21 @@ def test_an_aa_experiment_and_a_third_arm(tmp_path: Path) -> None:
 def test_notes_about_the_measurement_are_shown_escaped(tmp_path: Path) -> None:
     page = render_html(experiment(None, notes=("load gate <late_sends> failed in 1 of 2",)))
     assert '<ul class="notes"><li>load gate &lt;late_sends&gt; failed in 1 of 2</li></ul>' in page
+
+
+@pytest.mark.parametrize(("limit", "theta"), [(36.0, 1.0), (1.2, 1.0), (5.0, 0.0), (12.0, 2.0)])
+def test_interval_tick_labels_never_print_over_each_other(limit: float, theta: float) -> None:
+    from hairline.report.html import axis_ticks
+
+    px = 492 / (2 * limit)  # the axis is 492 px wide
+    ticks = axis_ticks(limit, theta, px_per_unit=px)
+    assert 0.0 in ticks
+    gaps = [(b - a) * px for a, b in itertools.pairwise(ticks)]
+    assert all(gap >= 44 for gap in gaps), (ticks, gaps)
+
+
+def test_wide_tables_scroll_inside_the_page_instead_of_overflowing_it() -> None:
+    from hairline.report.html import _CSS
+
+    rule = _CSS[_CSS.index("table{") : _CSS.index("}", _CSS.index("table{"))]
+    assert "overflow-x:auto" in rule and "max-width:100%" in rule

@@ -65,7 +65,8 @@ pre{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f9fafb;
 .s-running{background:#dbeafe;color:#1e40af}
 .meta,.muted,figcaption{color:#6b7280}figcaption{font-size:12px;max-width:760px}
 figure{margin:8px 0 16px}
-table{border-collapse:collapse;margin:6px 0 12px}
+table{border-collapse:collapse;margin:6px 0 12px;display:block;max-width:100%;
+  overflow-x:auto}
 th,td{padding:3px 10px;border-bottom:1px solid #e5e7eb;text-align:right;vertical-align:top}
 th{font-weight:600;background:#f9fafb}th.l,td.l{text-align:left}
 .v-regression{color:#b91c1c;font-weight:700}.v-improvement{color:#15803d;font-weight:600}
@@ -117,6 +118,22 @@ def _tick(x: float) -> str:
 # --- the effect against its threshold ------------------------------------------------------
 
 
+# Tick labels closer than this (in px) would print over each other.
+_MIN_TICK_GAP_PX = 44
+
+
+def axis_ticks(limit: float, theta: float, *, px_per_unit: float) -> list[float]:
+    """Labelled ticks of the interval axis (-limit..limit): 0, ±threshold where they have
+    room, and ±limit/2 where the threshold band is too narrow to label or absent."""
+    ticks = [0.0]
+    if theta > 0 and theta * px_per_unit >= _MIN_TICK_GAP_PX:
+        ticks += [-theta, theta]
+    far = limit / 2
+    if abs(far - theta) * px_per_unit >= _MIN_TICK_GAP_PX or theta <= 0:
+        ticks += [-far, far]
+    return sorted(set(ticks))
+
+
 def _interval_svg(result: MetricAnalysis) -> str:
     """The effect and its interval on an axis with the ±threshold band and the worse side."""
     c, rule = result.comparison, result.verdict.rule
@@ -147,11 +164,8 @@ def _interval_svg(result: MetricAnalysis) -> str:
             f'fill="#e5e7eb"><title>within ±{_e(_tick(theta))}{unit}: '
             f"smaller than what matters</title></rect>",
         ]
-        ticks = [-theta, 0.0, theta]
-    else:
-        ticks = [-limit / 2, 0.0, limit / 2]
     body.append(f'<line x1="{_f(x(0))}" x2="{_f(x(0))}" y1="6" y2="36" stroke="#9ca3af"/>')
-    for tick in ticks:
+    for tick in axis_ticks(limit, theta, px_per_unit=(right - left) / (2 * limit)):
         body.append(_text(x(tick), 50, f"{tick:+.3g}{unit}" if tick else "0"))
     body.append(
         _text(right - 4, 20, "worse →", anchor="end")
