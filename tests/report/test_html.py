@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from datetime import UTC, datetime
 from pathlib import Path
