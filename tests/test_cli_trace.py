@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -198,6 +199,59 @@ def test_sample_errors(imported: Path, tmp_path: Path) -> None:
         "trace", "sample", imported, "--fraction", "0.5", "--per-endpoint", "-o", out
     )
     assert code == 2 and "--per-endpoint works with --reservoir" in output
+
+
+# --- traces with a label per request ---------------------------------------------------------
+
+
+def _log_of_distinct_users(path: Path, n: int) -> Path:
+    """A combined log of ``n`` requests, each to its own user's path: a label each."""
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(
+                f"203.0.113.7 - - [14/Nov/2023:22:{i // 60 % 60:02d}:{i % 60:02d} +0000] "
+                f'"GET /users/{i} HTTP/1.1" 200 5 "-" "curl/8"\n'
+            )
+    return path
+
+
+def test_import_stops_at_more_labels_than_the_engine_replays(tmp_path: Path) -> None:
+    log = _log_of_distinct_users(tmp_path / "users.log", 65_536)
+    out = tmp_path / "t.jsonl"
+
+    code, output = hairline("trace", "import", "--from", "nginx", log, "-o", out)
+
+    assert code == 2
+    text = " ".join(output.split())
+    assert "users.log:65536: '/users/65535' would be endpoint label number 65,536" in text
+    assert "at most 65,535 labels" in text and "--normalize-ids" in text and "--label" in text
+    assert not out.exists()
+
+    code, output = hairline("trace", "import", "--from", "nginx", log, "-o", out, "--normalize-ids")
+    assert code == 0, output
+    assert {r.label for r in read_trace(out).requests} == {"/users/:id"}
+
+
+def test_stats_of_a_trace_with_a_label_per_request_lists_the_top_and_counts_the_rest(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    lines = ['{"hairline_trace": 1}']
+    lines += [f'{{"path": "/users/{i}", "ts_us": {i * 1000}}}' for i in range(70_000)]
+    lines += ['{"path": "/home", "ts_us": 1}'] * 3
+    trace.write_text("\n".join(lines) + "\n")
+
+    started = time.monotonic()
+    code, output = hairline("trace", "stats", trace, "--top", "5")
+    took_s = time.monotonic() - started
+
+    assert code == 0, output
+    assert took_s < 15
+    assert len(output.splitlines()) < 40
+    assert "70,003 (70,001 endpoints)" in output and "/home" in output
+    assert "and 69,996 more endpoints with 69,996 requests (100.0%)" in " ".join(output.split())
+    code, output = hairline("trace", "stats", trace, "--json", "-")
+    assert code == 0 and len(json.loads(output)["endpoints"]) == 70_001
 
 
 # --- where traces are written ------------------------------------------------------------------

@@ -18,7 +18,9 @@ use crate::output::{self, Staged};
 use crate::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
 use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
 use crate::request_log;
-use crate::trace::{is_header_value, is_token_byte, Trace, TraceError, TraceRequest};
+use crate::trace::{
+    is_header_value, is_token_byte, Trace, TraceError, TraceRequest, MAX_ENDPOINTS,
+};
 
 /// Longest phase (`--duration`, `--warmup-duration`, `--warm-timeout`): a week. Phases end at
 /// nanosecond deadlines on the monotonic clock, which a longer one would overflow, and a
@@ -349,8 +351,13 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
         }
     };
     let (endpoints, template_endpoint) = trace.endpoints();
-    if endpoints.len() > u16::MAX as usize {
-        problems.push("the trace has more than 65535 endpoint labels".into());
+    if endpoints.len() > MAX_ENDPOINTS {
+        problems.push(format!(
+            "the trace has {} endpoint labels, more than the {MAX_ENDPOINTS} the engine keeps \
+             statistics for; label it again with fewer (hairline trace import --normalize-ids \
+             or --label rules)",
+            endpoints.len()
+        ));
     }
 
     let positive = |v: f64| v.is_finite() && v > 0.0;

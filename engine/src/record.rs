@@ -574,6 +574,8 @@ impl Recorder {
             reservoir,
             per_endpoint,
             whole_bytes: header.len() as u64,
+            labels: writer::LabelBudget::default(),
+            labels_full_told: false,
         };
         thread::Builder::new()
             .name("record-writer".into())

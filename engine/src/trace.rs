@@ -12,6 +12,9 @@ use serde_json::{Map, Value};
 
 /// The trace format version this engine reads.
 pub const TRACE_VERSION: u64 = 1;
+/// Distinct endpoint labels a replayed trace may have: request records index them with a
+/// u16. Every tool that writes traces keeps within it.
+pub const MAX_ENDPOINTS: usize = u16::MAX as usize;
 
 const REQUEST_FIELDS: &[&str] = &[
     "method", "path", "headers", "body_b64", "endpoint", "ts_us", "key", "id", "meta",

@@ -119,6 +119,17 @@ def test_an_empty_trace_and_a_non_utf8_file_are_errors(tmp_path: Path) -> None:
         read_trace(tmp_path / "missing.jsonl")
 
 
+def test_a_trace_with_more_labels_than_the_engine_replays_is_not_written(tmp_path: Path) -> None:
+    target = tmp_path / "t.jsonl"
+    requests = [TraceRequest(path=f"/users/{i}") for i in range(65_536)]
+    with pytest.raises(DataError, match="more than 65,535 endpoint labels") as err:
+        write_trace(target, None, requests)
+    assert err.value.hint is not None and "--normalize-ids" in err.value.hint
+    assert not target.exists()
+    write_trace(target, None, requests[:65_535])
+    assert len(read_trace(target).requests) == 65_535
+
+
 def test_writing_checks_every_request_and_never_leaves_half_a_file(tmp_path: Path) -> None:
     target = tmp_path / "t.jsonl"
     target.write_text("previous contents\n")

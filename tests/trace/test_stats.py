@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+import numpy as np
 import pytest
 
 from hairline.errors import ConfigError
@@ -72,3 +75,34 @@ def test_bucket_sizes_are_checked() -> None:
         trace_stats([request("a", 0)], bucket_s=0)
     with pytest.raises(ConfigError, match="buckets"):
         trace_stats([request("a", 0), request("a", 10**12)], bucket_s=0.001)
+
+
+def test_per_endpoint_figures_are_each_groups_own() -> None:
+    # Labels of every size, bodies and methods drawn at random: each endpoint's figures are
+    # those of its requests alone, computed group by group here.
+    rng = np.random.default_rng(11)
+    requests = [
+        request(
+            f"e{int(rng.integers(0, 40) ** 2 % 97)}",
+            None,
+            body=b"x" * int(rng.integers(0, 3000)),
+            method=str(rng.choice(["GET", "POST", "PUT"], p=[0.7, 0.2, 0.1])),
+        )
+        for _ in range(3000)
+    ]
+
+    stats = trace_stats(requests)
+
+    groups: dict[str, list[TraceRequest]] = {}
+    for r in requests:
+        groups.setdefault(r.label, []).append(r)
+    assert [e.label for e in stats.endpoints] == sorted(groups, key=lambda k: (-len(groups[k]), k))
+    for e in stats.endpoints:
+        sizes = [len(r.body) for r in groups[e.label]]
+        p50, p99 = np.percentile(sizes, [50, 99], method="inverted_cdf")
+        assert (e.count, e.body.p50_bytes, e.body.p99_bytes) == (len(sizes), p50, p99)
+        assert (e.body.max_bytes, e.body.mean_bytes) == (max(sizes), pytest.approx(np.mean(sizes)))
+        assert e.methods == dict(Counter(r.method for r in groups[e.label]).most_common())
+        assert list(e.methods) == [
+            m for m, _ in Counter(r.method for r in groups[e.label]).most_common()
+        ]

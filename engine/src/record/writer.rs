@@ -5,6 +5,7 @@
 //! never as latency. Lines are written in batches that always end at a line end: whatever
 //! stops the process between two writes, the file holds whole lines.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::sync::atomic::Ordering;
@@ -19,6 +20,7 @@ use super::http::{path_and_query, MAX_HEADERS, UNRECORDED_HEADERS};
 use super::label::Labeler;
 use super::sample::{Offer, Reservoirs, Slot};
 use super::Shared;
+use crate::trace::MAX_ENDPOINTS;
 
 /// How long after an interval ends its reservoir stays open for samples still on their way
 /// from the proxy threads.
@@ -80,9 +82,15 @@ struct Line<'a> {
 }
 
 impl LineFormat {
-    /// The trace line of a sample (newline included), or `None` when the request cannot be
-    /// written in the trace format (a target with no path, a path that is not UTF-8).
-    pub fn line(&self, sample: &Sample) -> Option<String> {
+    #[cfg(test)]
+    fn line(&self, sample: &Sample) -> Option<String> {
+        self.entry(sample).map(|(line, _)| line)
+    }
+
+    /// The trace line of a sample (newline included) and its endpoint label, or `None` when
+    /// the request cannot be written in the trace format (a target with no path, a path
+    /// that is not UTF-8).
+    pub fn entry(&self, sample: &Sample) -> Option<(String, String)> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut req = httparse::Request::new(&mut headers);
         // The proxy parsed this head already; a failure here would be a bug, not input.
@@ -134,13 +142,9 @@ impl LineFormat {
             // character keeps the line readable, and NUL cannot occur (httparse refuses it).
             .map(|h| (h.name, String::from_utf8_lossy(h.value).into_owned()))
             .collect();
-        let label;
         let endpoint = match &sample.label {
-            Some(l) => l.as_str(),
-            None => {
-                label = self.labeler.label(path);
-                label.as_str()
-            }
+            Some(l) => l.clone(),
+            None => self.labeler.label(path),
         };
         let line = Line {
             method,
@@ -148,13 +152,13 @@ impl LineFormat {
             headers,
             body_b64: (!sample.body.is_empty())
                 .then(|| base64::engine::general_purpose::STANDARD.encode(&sample.body)),
-            endpoint,
+            endpoint: &endpoint,
             ts_us: sample.ts_us,
             key,
         };
         let mut text = serde_json::to_string(&line).ok()?;
         text.push('\n');
-        Some(text)
+        Some((text, endpoint))
     }
 }
 
@@ -164,6 +168,42 @@ pub fn cookie_value(header: &str, name: &str) -> Option<String> {
         let (n, v) = pair.split_once('=')?;
         (n.trim() == name).then(|| v.trim().trim_matches('"').to_owned())
     })
+}
+
+/// The endpoint labels of the lines written so far, which may not outgrow what the engine
+/// replays ([`MAX_ENDPOINTS`]): a trace from the recorder must never stop a run.
+#[derive(Debug)]
+pub struct LabelBudget {
+    seen: HashSet<String>,
+    max: usize,
+}
+
+impl LabelBudget {
+    pub fn new(max: usize) -> LabelBudget {
+        LabelBudget {
+            seen: HashSet::new(),
+            max,
+        }
+    }
+
+    /// Whether a line with this label may be written: its label is in the trace already,
+    /// or there is room for one more.
+    pub fn admit(&mut self, label: &str) -> bool {
+        if self.seen.contains(label) {
+            return true;
+        }
+        if self.seen.len() >= self.max {
+            return false;
+        }
+        self.seen.insert(label.to_owned());
+        true
+    }
+}
+
+impl Default for LabelBudget {
+    fn default() -> Self {
+        LabelBudget::new(MAX_ENDPOINTS)
+    }
 }
 
 /// What the writer thread owns.
@@ -177,6 +217,9 @@ pub struct Writer {
     pub per_endpoint: bool,
     /// Bytes of the file known to end at a line end (the header included).
     pub whole_bytes: u64,
+    pub labels: LabelBudget,
+    /// Whether stderr was told that the label budget is spent.
+    pub labels_full_told: bool,
 }
 
 struct Batch {
@@ -237,7 +280,12 @@ impl Writer {
         self.shared.writer_done.store(true, Ordering::Release);
     }
 
-    fn take(&self, sample: Sample, reservoirs: Option<&mut Reservoirs<Sample>>, batch: &mut Batch) {
+    fn take(
+        &mut self,
+        sample: Sample,
+        reservoirs: Option<&mut Reservoirs<Sample>>,
+        batch: &mut Batch,
+    ) {
         let counters = &self.shared.counters;
         self.shared
             .queued_bytes
@@ -258,7 +306,7 @@ impl Writer {
         }
     }
 
-    fn add_closed(&self, mut closed: Vec<Sample>, batch: &mut Batch) {
+    fn add_closed(&mut self, mut closed: Vec<Sample>, batch: &mut Batch) {
         self.shared
             .counters
             .sampled
@@ -269,11 +317,22 @@ impl Writer {
         }
     }
 
-    fn append(&self, sample: &Sample, batch: &mut Batch) {
-        match self.format.line(sample) {
-            Some(line) => {
+    fn append(&mut self, sample: &Sample, batch: &mut Batch) {
+        match self.format.entry(sample) {
+            Some((line, label)) if self.labels.admit(&label) => {
                 batch.bytes.extend_from_slice(line.as_bytes());
                 batch.lines += 1;
+            }
+            Some(_) => {
+                self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                if !self.labels_full_told {
+                    eprintln!(
+                        "hairline-engine record: the trace has {MAX_ENDPOINTS} endpoint labels, \
+                         as many as the engine replays; requests with a new label are dropped \
+                         (label fewer: --normalize-ids, --label REGEX=NAME)"
+                    );
+                    self.labels_full_told = true;
+                }
             }
             None => {
                 self.shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
@@ -378,6 +437,15 @@ mod tests {
         assert!(f.line(&sample("OPTIONS * HTTP/1.1\r\n\r\n", b"")).is_none());
         assert_eq!(cookie_value("a=1;b = 2", "b").as_deref(), Some("2"));
         assert_eq!(cookie_value("ab=1", "b"), None);
+    }
+
+    #[test]
+    fn the_label_budget_admits_known_labels_once_it_is_spent() {
+        let mut budget = LabelBudget::new(2);
+        assert!(budget.admit("/a") && budget.admit("/b") && budget.admit("/a"));
+        assert!(!budget.admit("/c"));
+        assert!(budget.admit("/b"));
+        assert_eq!(LabelBudget::default().max, MAX_ENDPOINTS);
     }
 
     #[test]

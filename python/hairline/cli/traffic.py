@@ -228,12 +228,12 @@ def _sparkline(counts: Sequence[int]) -> str:
     return "".join(_SPARK[min(len(_SPARK) - 1, c * len(_SPARK) // (top + 1))] for c in counts)
 
 
-def _print_stats(stats: TraceStats, path: Path, out: Console) -> None:
+def _print_stats(stats: TraceStats, path: Path, out: Console, *, top: int) -> None:
     overview = Table.grid(padding=(0, 2))
     overview.add_column(style="bold")
     overview.add_column()
     overview.add_row("trace", str(path))
-    overview.add_row("requests", f"{stats.request_count:,} ({stats.endpoint_count} endpoints)")
+    overview.add_row("requests", f"{stats.request_count:,} ({stats.endpoint_count:,} endpoints)")
     if stats.duration_s is not None:
         rate = f"{stats.mean_rate_per_s:,.1f}/s" if stats.mean_rate_per_s is not None else "-"
         overview.add_row("duration", f"{stats.duration_s:,.3f} s, mean rate {rate}")
@@ -258,7 +258,7 @@ def _print_stats(stats: TraceStats, path: Path, out: Console) -> None:
         ("p99 B", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for e in stats.endpoints:
+    for e in stats.endpoints[:top]:
         table.add_row(
             e.label,
             f"{e.count:,}",
@@ -267,6 +267,13 @@ def _print_stats(stats: TraceStats, path: Path, out: Console) -> None:
             f"{e.body.mean_bytes:,.0f}",
             f"{e.body.p50_bytes:,}",
             f"{e.body.p99_bytes:,}",
+        )
+    rest = stats.endpoints[top:]
+    if rest:
+        requests = sum(e.count for e in rest)
+        table.caption = (
+            f"and {len(rest):,} more endpoints with {requests:,} requests "
+            f"({requests / stats.request_count:.1%}); --top N shows more, --json - all"
         )
     out.print(table)
     if stats.rate:
@@ -285,16 +292,24 @@ def _print_stats(stats: TraceStats, path: Path, out: Console) -> None:
     type=click.FloatRange(0, min_open=True),
     help="Length of a rate bucket in seconds (default: at most 60 buckets).",
 )
+@click.option(
+    "--top",
+    type=click.IntRange(1),
+    default=_TOP_ENDPOINTS,
+    show_default=True,
+    help="List this many endpoints, the busiest first; the rest are counted.",
+)
 @json_option
-def stats_(file: Path, bucket_s: float | None, json_path: Path | None) -> None:
-    """Requests by endpoint, rate over time, body sizes and methods of a trace."""
+def stats_(file: Path, bucket_s: float | None, top: int, json_path: Path | None) -> None:
+    """Requests by endpoint, rate over time, body sizes and methods of a trace.
+
+    The JSON (--json) holds every endpoint; the table lists the --top busiest.
+    """
     parsed = read_trace(file)
     stats = trace_stats(parsed.requests, bucket_s=bucket_s)
-    _emit(
-        json_path,
-        {"trace": str(file), **_asdict(stats)},
-        lambda out: _print_stats(stats, file, out),
-    )
+    # Built only when asked for: with a label per request it is most of the work.
+    payload = {"trace": str(file), **_asdict(stats)} if json_path is not None else None
+    _emit(json_path, payload, lambda out: _print_stats(stats, file, out, top=top))
 
 
 def _asdict(obj: Any) -> dict[str, Any]:

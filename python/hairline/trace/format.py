@@ -32,6 +32,8 @@ from hairline.errors import DataError
 
 __all__ = [
     "ENGINE_HEADERS",
+    "LABELS_HINT",
+    "MAX_ENDPOINTS",
     "REQUEST_FIELDS",
     "TRACE_VERSION",
     "Json",
@@ -61,6 +63,14 @@ REQUEST_FIELDS = (
 #: Headers the engine writes itself; recorded ones are dropped (docs/trace-format.md).
 ENGINE_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "x-hairline-request-id"}
+)
+
+#: Distinct endpoint labels the engine keeps statistics for (a u16 index in its records).
+MAX_ENDPOINTS = 65_535
+#: What to do about too many labels, for every message that says so.
+LABELS_HINT = (
+    "label fewer endpoints: --normalize-ids turns ids in paths into :id, and "
+    "--label REGEX=NAME names a group of paths (docs/traffic.md, 'Labelling')"
 )
 
 #: Any JSON value (what ``id``, ``meta`` and free header fields hold).
@@ -479,8 +489,8 @@ def write_trace(
     """Write a trace atomically; every request is checked first. Returns the path.
 
     ``header`` holds free-form provenance (``source``, ``created``, ...); its
-    ``hairline_trace`` version is set here. An empty trace is refused, as the engine
-    refuses to replay one.
+    ``hairline_trace`` version is set here. An empty trace, and one with more than
+    :data:`MAX_ENDPOINTS` labels, are refused, as the engine refuses to replay them.
     """
     p = Path(path)
     head: dict[str, Json] = {"hairline_trace": TRACE_VERSION}
@@ -489,7 +499,16 @@ def write_trace(
     if problem is not None:
         raise DataError(f"cannot write the trace header: {problem}", hint=_FORMAT_HINT)
     lines = [json.dumps(head, ensure_ascii=False, allow_nan=False, separators=(",", ":"))]
-    lines.extend(encode_request(r) for r in requests)
+    labels: set[str] = set()
+    for r in requests:
+        lines.append(encode_request(r))
+        labels.add(r.label)
+        if len(labels) > MAX_ENDPOINTS:
+            raise DataError(
+                f"cannot write {p}: more than {MAX_ENDPOINTS:,} endpoint labels, which the "
+                f"engine refuses to replay (the {MAX_ENDPOINTS + 1:,}th is {r.label!r})",
+                hint=LABELS_HINT,
+            )
     if len(lines) == 1:
         raise DataError(
             f"nothing to write to {p}: no requests are left",

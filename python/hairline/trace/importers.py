@@ -45,6 +45,8 @@ from pathlib import Path
 from hairline.errors import ConfigError, DataError
 from hairline.trace.format import (
     ENGINE_HEADERS,
+    LABELS_HINT,
+    MAX_ENDPOINTS,
     Json,
     TraceRequest,
     request_problem,
@@ -900,6 +902,7 @@ class _Importer:
         self.drop = options.dropped_headers()
         self.hosts = tuple(h.lower() for h in options.hosts)
         self.keep_headers = options.keep_headers or fmt != "combined"
+        self.labels: set[str] = set()
 
     def add(self, source: str, line_no: int, parse: Callable[[], LogEntry]) -> None:
         self.report.records += 1
@@ -924,6 +927,18 @@ class _Importer:
             self.report.skipped[err.reason] += 1
             self.report.first_skipped.setdefault(err.reason, f"{where}: {err.detail}")
             return
+        if request.label not in self.labels:
+            if len(self.labels) == MAX_ENDPOINTS:
+                # Stop here, not after reading the rest of a log for a trace the engine
+                # would refuse (and --skip-bad cannot help: the lines are fine).
+                where = f"{source}:{line_no}" if line_no else source
+                raise ConfigError(
+                    f"{where}: {request.label!r} would be endpoint label number "
+                    f"{MAX_ENDPOINTS + 1:,}; the engine replays traces of at most "
+                    f"{MAX_ENDPOINTS:,} labels",
+                    hint=LABELS_HINT,
+                )
+            self.labels.add(request.label)
         self.report.requests.append(request)
 
     def finish(self) -> ImportReport:
