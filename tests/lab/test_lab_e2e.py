@@ -328,8 +328,9 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_no_trial_is_lost_or_doub
     assert_no_daemon(marker)
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
-    tmp_path: Path, engine_path: Path
+    tmp_path: Path, engine_path: Path, stop: signal.Signals
 ) -> None:
     marker = f"{6000 + os.getpid() % 1000}.5"
     path = write_experiment(
@@ -373,7 +374,7 @@ def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
             assert run.poll() is None, "the run ended early"
             time.sleep(0.05)
         time.sleep(0.3)
-        run.send_signal(signal.SIGINT)
+        run.send_signal(stop)
         assert run.wait(timeout=30) != 0
     finally:
         if run.poll() is None:

@@ -7,7 +7,10 @@ exit 2.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from types import FrameType
 from typing import Any
 
 import click
@@ -23,8 +26,17 @@ EXIT_REGRESSION = 1
 EXIT_ERROR = 2
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
+        # SIGTERM (a CI runner's timeout, `kill`, a container stopping) takes the same path
+        # as Ctrl-C: arms and their cgroups stopped, hosts released, the experiment failed.
+        # Python's default would exit at once and leave all of that behind.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _interrupt)
         try:
             return super().invoke(ctx)
         except HairlineError as err:

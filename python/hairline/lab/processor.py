@@ -102,7 +102,7 @@ def _work(store: Store, experiment_id: int, options: ProcessorOptions) -> Outcom
             return "cancelled"
         except (HairlineError, KeyboardInterrupt) as err:
             reason = (
-                "interrupted (SIGINT); arms stopped"
+                "interrupted (SIGINT or SIGTERM); arms stopped"
                 if isinstance(err, KeyboardInterrupt)
                 else _reason(err)
             )
