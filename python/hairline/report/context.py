@@ -457,6 +457,8 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
                 "build_key": a.build_key,
                 "build_cached": a.build_cached,
                 "build_log": a.build_log,
+                "args": list(a.args),
+                "env": dict(a.env),
             }
             for a in report.arms
         ],
