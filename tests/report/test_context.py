@@ -180,6 +180,8 @@ def test_the_json_contract_round_trips(tmp_path: Path) -> None:
         "build_key": "k" * 64,
         "build_cached": True,
         "build_log": "/lab/a.log",
+        "args": [],
+        "env": {},
     }
     assert payload["hosts"][1] == {
         "host": 1,
