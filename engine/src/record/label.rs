@@ -1,7 +1,8 @@
 //! Endpoint labels: `--label REGEX=NAME` rules (docs/trace-format.md, "Endpoint labels"),
 //! with the same meaning as `hairline.trace.labels` on the Python side.
 //!
-//! The text is split at its last `=`: the regex is on the left (Rust `regex` syntax), the
+//! The text is split at its last `=`: the regex is on the left, in the syntax Rust `regex`
+//! and Python `re` read alike (anything else is refused, see [`syntax_problem`]), the
 //! label on the right. Each regex is searched for (not anchored unless it says `^`/`$`) in
 //! the path without its query; the first rule that matches gives the label, with `$1`,
 //! `${1}`, `$name` and `${name}` replaced by capture groups and `$$` by a `$`. A reference
@@ -12,6 +13,278 @@
 //! (all decimal digits, a UUID, or 16 or more hex digits) replaced by `:id`.
 
 use regex::Regex;
+
+/// The regex syntax Python's `re` and Rust's `regex` read alike (docs/trace-format.md): what
+/// [`syntax_problem`] lets through either engine compiles to the same matcher, or both
+/// refuse. `python/hairline/trace/labels.py` has the same scanner, and
+/// tests/data/label_rules.json holds both to it.
+const MAX_REPEAT: u64 = 1000;
+const MAX_DEPTH: usize = 100;
+const ESCAPES: &str = "dDwWsSbBAntrfv";
+const FLAGS: &str = "ims";
+const SHARED: &str = "is not in the regex syntax Python and Rust share";
+
+/// What is wrong with `\` + `escaped` (`after` is what follows it).
+fn escape_problem(escaped: char, after: &[char], in_class: bool) -> Option<String> {
+    match escaped {
+        '1'..='9' => Some(format!("a back-reference (\\{escaped}) {SHARED}")),
+        '0' => Some(format!("an octal escape (\\0) {SHARED}; write \\x00")),
+        'Z' | 'z' => Some(format!("\\{escaped} (end of text) {SHARED}; write $")),
+        'p' | 'P' => Some(format!("a Unicode class (\\{escaped}) {SHARED}")),
+        'u' | 'U' | 'N' => Some(format!("\\{escaped} {SHARED}; write the character itself")),
+        'x' => {
+            let hex = after.len() >= 2 && after[..2].iter().all(char::is_ascii_hexdigit);
+            (!hex).then(|| "\\x takes two hex digits (\\xe9), as both engines read it".into())
+        }
+        'b' if in_class => {
+            Some("\\b inside a class is a backspace to Python and an error to Rust".into())
+        }
+        '<' | '>' => Some(format!(
+            "\\{escaped} is a word boundary to Rust and {escaped} to Python; write {escaped}"
+        )),
+        c if c.is_ascii_alphanumeric() && !ESCAPES.contains(c) => {
+            Some(format!("\\{c} is not an escape both engines read"))
+        }
+        c if !c.is_ascii() => Some(format!(
+            "\\{c} is not an escape both engines read; write {c}"
+        )),
+        _ => None,
+    }
+}
+
+/// What a group opening with `(?` at `i` holds.
+struct Group {
+    problem: Option<String>,
+    /// Index just after its opening.
+    after: usize,
+    /// A global flag group such as `(?i)`.
+    global: bool,
+}
+
+fn group_problem(p: &[char], i: usize, at_start: bool) -> Group {
+    let fail = |problem: String| Group {
+        problem: Some(problem),
+        after: i,
+        global: false,
+    };
+    let rest = &p[i + 2..];
+    let text = |from: usize, to: usize| p[from..to.min(p.len())].iter().collect::<String>();
+    match rest {
+        ['=' | '!', ..] | ['<', '=' | '!', ..] => {
+            return fail(format!("look-around ({}) {SHARED}", text(i, i + 4)))
+        }
+        ['<', ..] => {
+            return fail(format!(
+                "a named group written (?<name>...) {SHARED}; write (?P<name>...)"
+            ))
+        }
+        ['P', '=', ..] => return fail(format!("a back-reference ({}) {SHARED}", text(i, i + 4))),
+        ['P', '<', name @ ..] => {
+            let end = name.iter().position(|&c| c == '>');
+            let name_text: String = name[..end.unwrap_or(0)].iter().collect();
+            let good = name_text
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name_text
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
+            return match end {
+                Some(end) if good => Group {
+                    problem: None,
+                    after: i + 4 + end + 1,
+                    global: false,
+                },
+                _ => fail(format!(
+                    "the group name {name_text:?} is not letters, digits and _ (not first a digit)"
+                )),
+            };
+        }
+        ['(', ..] => return fail(format!("a conditional group (?(...)...) {SHARED}")),
+        ['>', ..] => return fail(format!("an atomic group (?>...) {SHARED}")),
+        ['#', ..] => return fail(format!("a comment group (?#...) {SHARED}")),
+        _ => {}
+    }
+    let flags: String = rest
+        .iter()
+        .take_while(|c| c.is_ascii_alphabetic() || **c == '-')
+        .collect();
+    let closer = rest.get(flags.len()).copied();
+    if !matches!(closer, Some(':' | ')')) {
+        return fail(format!(
+            "(?{flags}{} opens no group both engines read",
+            closer.map(String::from).unwrap_or_default()
+        ));
+    }
+    if let Some(flag) = flags.chars().find(|&c| c != '-' && !FLAGS.contains(c)) {
+        let why = if flag == 'x' {
+            "; verbose mode reads spaces in classes differently"
+        } else {
+            ""
+        };
+        return fail(format!("the flag {flag} {SHARED} (use i, m and s){why}"));
+    }
+    let global = closer == Some(')');
+    if global && (flags.contains('-') || !at_start) {
+        return fail(format!(
+            "flags like (?{flags}) go at the start of the regex, and only to turn flags on; \
+             scope them elsewhere: (?{flags}:...)"
+        ));
+    }
+    Group {
+        problem: None,
+        after: i + 2 + flags.chars().count() + 1,
+        global,
+    }
+}
+
+/// `{n}`, `{n,}`, `{n,m}` or `{,m}` at the start of `p`: the digits before and after the
+/// comma (`None` without a comma) and its length; `None` when `p` starts no repetition.
+fn repetition(p: &[char]) -> Option<(String, Option<String>, usize)> {
+    let close = p.iter().position(|&c| c == '}')?;
+    let inside: String = p[1..close].iter().collect();
+    let (low, high) = match inside.split_once(',') {
+        Some((low, high)) => (low.to_owned(), Some(high.to_owned())),
+        None => (inside.clone(), None),
+    };
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    (digits(&low) && high.as_deref().is_none_or(digits)).then_some((low, high, close + 1))
+}
+
+/// Why `pattern` is outside the syntax both engines read alike (`None` if it is not; the
+/// engine may still refuse it, as both would).
+fn syntax_problem(pattern: &str) -> Option<String> {
+    let p: Vec<char> = pattern.chars().collect();
+    let n = p.len();
+    let (mut i, mut depth) = (0, 0usize);
+    let (mut in_class, mut class_start, mut at_start) = (false, false, true);
+    // "repeat", "lazy", "assertion" or "" (anything else) before this character.
+    let mut last = "";
+    while i < n {
+        let c = p[i];
+        let next = p.get(i + 1).copied();
+        if c == '\\' {
+            // A trailing backslash is left to the regex compiler, which refuses it.
+            let escaped = next?;
+            if let Some(problem) = escape_problem(escaped, &p[i + 2..], in_class) {
+                return Some(problem);
+            }
+            let assertion = !in_class && matches!(escaped, 'b' | 'B' | 'A');
+            i += if escaped == 'x' { 4 } else { 2 };
+            (at_start, class_start) = (false, false);
+            last = if assertion { "assertion" } else { "" };
+            continue;
+        }
+        if in_class {
+            if c == '[' {
+                if next == Some(':') {
+                    return Some(format!(
+                        "a POSIX class ([:...:]) {SHARED}; write the characters"
+                    ));
+                }
+                return Some("a [ inside a class nests a class in Rust; write \\[".into());
+            }
+            if matches!(c, '&' | '-' | '~') && next == Some(c) {
+                return Some(format!("a set operation ({c}{c}) inside a class {SHARED}"));
+            }
+            if c == ']' && !class_start {
+                in_class = false;
+            }
+            class_start = false;
+            i += 1;
+            continue;
+        }
+        match c {
+            '[' => {
+                (in_class, class_start, at_start, last) = (true, true, false, "");
+                i += if next == Some('^') { 2 } else { 1 };
+            }
+            '(' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(format!("groups nested deeper than {MAX_DEPTH} {SHARED}"));
+                }
+                if next == Some('?') {
+                    let group = group_problem(&p, i, at_start);
+                    if group.problem.is_some() {
+                        return group.problem;
+                    }
+                    if group.global {
+                        depth -= 1;
+                    } else {
+                        at_start = false;
+                    }
+                    (i, last) = (group.after, "");
+                } else {
+                    (at_start, last) = (false, "");
+                    i += 1;
+                }
+            }
+            '*' | '+' | '?' | '{' => {
+                let mut end = i + 1;
+                if c == '{' {
+                    let Some((low, high, len)) = repetition(&p[i..]) else {
+                        return Some(
+                            "a { that starts no repetition; write \\{ for the character".into(),
+                        );
+                    };
+                    let written: String = p[i..i + len].iter().collect();
+                    if low.is_empty() {
+                        return Some(match high {
+                            Some(high) => format!("{written} {SHARED}; write {{0,{high}}}"),
+                            None => {
+                                "a { that starts no repetition; write \\{ for the character".into()
+                            }
+                        });
+                    }
+                    let too_big = [Some(low), high]
+                        .into_iter()
+                        .flatten()
+                        .filter(|d| !d.is_empty())
+                        .any(|d| d.parse::<u64>().map_or(true, |v| v > MAX_REPEAT));
+                    if too_big {
+                        return Some(format!("{written}: repetitions are at most {MAX_REPEAT}"));
+                    }
+                    end = i + len;
+                }
+                last = match (last, c) {
+                    ("repeat", '?') => "lazy",
+                    ("repeat", '+') => {
+                        return Some(format!(
+                            "a possessive repetition (+ after a repetition) {SHARED}"
+                        ))
+                    }
+                    ("", _) => "repeat",
+                    ("assertion", _) => {
+                        return Some(format!(
+                            "a repetition of an assertion (^, $, \\b, \\B, \\A) {SHARED}"
+                        ))
+                    }
+                    _ => {
+                        return Some(format!(
+                            "a repetition of a repetition {SHARED}; group it: (?:a*)*"
+                        ))
+                    }
+                };
+                at_start = false;
+                i = end;
+            }
+            _ => {
+                if c == ')' {
+                    depth = depth.saturating_sub(1);
+                }
+                at_start = false;
+                last = if matches!(c, '^' | '$') {
+                    "assertion"
+                } else {
+                    ""
+                };
+                i += 1;
+            }
+        }
+    }
+    None
+}
 
 /// One `REGEX=NAME` rule.
 #[derive(Debug, Clone)]
@@ -33,6 +306,11 @@ pub fn parse_label_rule(text: &str) -> Result<LabelRule, String> {
     if name.is_empty() {
         return Err(format!(
             "--label {text:?}: the label after the last '=' is empty; {hint}"
+        ));
+    }
+    if let Some(problem) = syntax_problem(pattern) {
+        return Err(format!(
+            "--label {text:?}: the regex {pattern:?}: {problem}; {hint}"
         ));
     }
     let regex = Regex::new(pattern).map_err(|e| {
