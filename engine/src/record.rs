@@ -442,9 +442,18 @@ pub(crate) struct Shared {
     stop: Arc<AtomicBool>,
     /// Set when the stop begins: requests still in flight after it are abandoned.
     abandon_at: OnceLock<Instant>,
-    /// Set once the proxy threads are done: the writer writes what is left and ends.
+    /// Set once the proxy threads are done: the writer writes what is left and ends, and
+    /// the mirror threads send what is queued and end.
     draining: AtomicBool,
     writer_done: AtomicBool,
+    /// Set when the stop's drain begins: mirror requests still queued after it are dropped
+    /// (and counted) instead of sent.
+    mirror_deadline: OnceLock<Instant>,
+    /// Mirror threads still running.
+    mirror_workers: AtomicUsize,
+    /// Mirror requests taken from the queue and not counted yet (being sent).
+    mirror_in_flight: AtomicU64,
+    mirror_timeout: Duration,
     clock: Clock,
     sampler: Mutex<Sampler>,
     needs_label: bool,
@@ -539,6 +548,10 @@ impl Recorder {
             abandon_at: OnceLock::new(),
             draining: AtomicBool::new(false),
             writer_done: AtomicBool::new(false),
+            mirror_deadline: OnceLock::new(),
+            mirror_workers: AtomicUsize::new(0),
+            mirror_in_flight: AtomicU64::new(0),
+            mirror_timeout: config.mirror_timeout,
             clock: Clock::new(),
             sampler: Mutex::new(sampler),
             needs_label,
@@ -582,6 +595,7 @@ impl Recorder {
             .spawn(move || writer.run())?;
         if let (Some((addr, _)), Some(rx)) = (config.mirror.clone(), mirror_rx) {
             for i in 0..config.mirror_connections {
+                shared.mirror_workers.fetch_add(1, Ordering::AcqRel);
                 let worker = MirrorWorker {
                     shared: Arc::clone(&shared),
                     rx: rx.clone(),
@@ -638,15 +652,28 @@ impl Recorder {
         while shared.active.load(Ordering::Acquire) > 0 && Instant::now() < threads_end {
             thread::sleep(Duration::from_millis(5));
         }
-        shared.draining.store(true, Ordering::Release);
         let drain_end = Instant::now() + DRAIN_BOUND;
+        let _ = shared.mirror_deadline.set(drain_end);
+        shared.draining.store(true, Ordering::Release);
         while !shared.writer_done.load(Ordering::Acquire) && Instant::now() < drain_end {
+            thread::sleep(Duration::from_millis(5));
+        }
+        // A mirror request sent just before the deadline may take its whole timeout; the
+        // counters are final only once every mirror thread has counted what it took.
+        let mirror_end = drain_end + shared.mirror_timeout + Duration::from_millis(100);
+        while shared.mirror_workers.load(Ordering::Acquire) > 0 && Instant::now() < mirror_end {
             thread::sleep(Duration::from_millis(5));
         }
         let mut last = shared.counters.snapshot();
         if !shared.writer_done.load(Ordering::Acquire) {
             // The writer is stuck (a full pipe, a hung disk): what it holds is lost.
             last.dropped = last.sampled.saturating_sub(last.written).max(last.dropped);
+        }
+        if shared.mirror_workers.load(Ordering::Acquire) > 0 {
+            // A mirror thread is stuck past its timeout: what it holds and what is still
+            // queued will never be sent.
+            let queued = shared.mirror.as_ref().map_or(0, |tx| tx.len() as u64);
+            last.mirror_dropped += queued + shared.mirror_in_flight.load(Ordering::Acquire);
         }
         last
     }

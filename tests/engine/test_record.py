@@ -558,6 +558,58 @@ def test_a_working_mirror_receives_the_sampled_requests(
     assert live.metrics()[series] == 200
 
 
+class _SlowMirror(BaseHTTPRequestHandler):
+    """A test instance that takes 400 ms per request and counts what it answered."""
+
+    protocol_version = "HTTP/1.1"
+    answered = 0
+    lock = threading.Lock()
+
+    def do_GET(self) -> None:
+        time.sleep(0.4)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        with _SlowMirror.lock:
+            _SlowMirror.answered += 1
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_final_counters_account_for_every_mirror_request(
+    sample_service: StartSampleService, recorder: StartRecorder
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowMirror)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        svc = sample_service()
+        rec = recorder(
+            svc.url,
+            "--mirror",
+            f"http://127.0.0.1:{server.server_address[1]}",
+            "--mirror-all",
+            "--mirror-connections",
+            "1",
+            "--mirror-timeout-ms",
+            "2000",
+        )
+        get_all(rec.url, [f"/api/profile?user={i}" for i in range(40)])
+
+        # Stopped while most mirror requests still wait in the queue.
+        code, counters = rec.stop()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert code == 0
+    assert counters["proxied"] == 40
+    # Each request was mirrored or dropped, and counted before the final line was written.
+    assert counters["mirrored"] + counters["mirror_dropped"] == 40
+    assert 0 < counters["mirrored"] == _SlowMirror.answered
+    assert counters["mirror_dropped"] > 0
+
+
 # --------------------------------------------------------------------------- flags
 
 

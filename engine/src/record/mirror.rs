@@ -28,6 +28,14 @@ pub struct MirrorJob {
     pub head_request: bool,
 }
 
+/// Why a mirror request was not answered.
+enum SendError {
+    /// No connection: the mirror is down (or refusing); back off.
+    Down,
+    /// The exchange failed (timeout, reset, bad response).
+    Failed,
+}
+
 pub struct MirrorWorker {
     pub shared: Arc<Shared>,
     pub rx: Receiver<MirrorJob>,
@@ -37,6 +45,13 @@ pub struct MirrorWorker {
 
 impl MirrorWorker {
     pub fn run(self) {
+        self.serve();
+        self.shared.mirror_workers.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Sends queued requests until the recording has stopped and the queue is empty; after
+    /// the stop's deadline, what is still queued is counted as dropped, not sent.
+    fn serve(&self) {
         let counters = &self.shared.counters;
         let mut conn: Option<TcpStream> = None;
         let mut down_until: Option<Instant> = None;
@@ -45,43 +60,65 @@ impl MirrorWorker {
             let job = match self.rx.recv_timeout(IDLE_WAIT) {
                 Ok(job) => job,
                 Err(RecvTimeoutError::Timeout) => {
-                    if self.shared.stop.load(Ordering::Relaxed) {
+                    // Once the proxy threads are done, nothing more can be queued.
+                    if self.shared.draining.load(Ordering::Acquire) && self.rx.is_empty() {
                         break;
                     }
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
-            let stopping = self.shared.stop.load(Ordering::Relaxed);
-            if stopping || down_until.is_some_and(|t| Instant::now() < t) {
+            let late = self
+                .shared
+                .mirror_deadline
+                .get()
+                .is_some_and(|t| Instant::now() >= *t);
+            if late || down_until.is_some_and(|t| Instant::now() < t) {
                 counters.mirror_dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if conn.is_none() {
-                match self.connect() {
-                    Ok(c) => conn = Some(c),
-                    Err(_) => {
-                        down_until = Some(Instant::now() + RETRY_AFTER);
-                        counters.mirror_dropped.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
+            let in_flight = &self.shared.mirror_in_flight;
+            in_flight.fetch_add(1, Ordering::AcqRel);
+            let counter = match self.send(&mut conn, &job, &mut scratch) {
+                Ok(()) => {
+                    down_until = None;
+                    &counters.mirrored
                 }
-            }
-            down_until = None;
-            let Some(stream) = conn.as_mut() else {
-                continue;
+                Err(SendError::Down) => {
+                    down_until = Some(Instant::now() + RETRY_AFTER);
+                    &counters.mirror_dropped
+                }
+                Err(SendError::Failed) => &counters.mirror_dropped,
             };
-            match self.exchange(stream, &job, &mut scratch) {
-                Ok(keep_alive) => {
-                    counters.mirrored.fetch_add(1, Ordering::Relaxed);
-                    if !keep_alive {
-                        conn = None;
-                    }
+            counter.fetch_add(1, Ordering::Relaxed);
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Sends one job on the kept connection (or a new one); `Down` when no connection
+    /// could be made.
+    fn send(
+        &self,
+        conn: &mut Option<TcpStream>,
+        job: &MirrorJob,
+        scratch: &mut [u8],
+    ) -> Result<(), SendError> {
+        if conn.is_none() {
+            *conn = Some(self.connect().map_err(|_| SendError::Down)?);
+        }
+        let Some(stream) = conn.as_mut() else {
+            return Err(SendError::Failed);
+        };
+        match self.exchange(stream, job, scratch) {
+            Ok(keep_alive) => {
+                if !keep_alive {
+                    *conn = None;
                 }
-                Err(_) => {
-                    counters.mirror_dropped.fetch_add(1, Ordering::Relaxed);
-                    conn = None;
-                }
+                Ok(())
+            }
+            Err(_) => {
+                *conn = None;
+                Err(SendError::Failed)
             }
         }
     }
