@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from report_fixture import make_report
 
 from hairline.config import MetricPolicy, Threshold
 from hairline.lab.analysis import AnalysisOptions, analyze
 from hairline.report.context import (
     JSON_SCHEMA,
-    ArmReport,
     ExperimentReport,
-    HostReport,
     analysis_json,
     experiment_json,
     headline,
@@ -66,33 +64,8 @@ OPTIONS = AnalysisOptions(default_policy=MetricPolicy(Threshold(0.01, relative=T
 
 
 def experiment(observations: Observations | None, **changes: object) -> ExperimentReport:
-    report = ExperimentReport(
-        experiment_id=7,
-        service="checkout",
-        kind="ab",
-        phase="done",
-        failure=None,
-        created_at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
-        started_at=datetime(2025, 3, 1, 12, 1, tzinfo=UTC),
-        finished_at=datetime(2025, 3, 1, 12, 9, tzinfo=UTC),
-        design="fully-balanced",
-        trials=4,
-        trials_done=4,
-        rate_per_s=400.0,
-        duration_s=2.0,
-        model="adaptive",
-        arms=(
-            ArmReport("A", "git 1a2b3c4 (main)", "k" * 64, True, Path("/lab/a.log")),
-            ArmReport("B", "path /src/checkout", "j" * 64, False, Path("/lab/b.log")),
-        ),
-        hosts=(
-            HostReport(0, (0, 1), {"cpu_model": "Xeon", "kernel": "6.1"}),
-            HostReport(1, (2, 3), {"cpu_model": "Xeon", "kernel": "6.1"}),
-        ),
-        analysis=None if observations is None else analyze(observations, OPTIONS),
-        observations=observations,
-    )
-    return dataclasses.replace(report, **changes)  # type: ignore[arg-type]
+    analysis = None if observations is None else analyze(observations, OPTIONS)
+    return make_report(**{"observations": observations, "analysis": analysis, **changes})
 
 
 def test_a_five_percent_cpu_regression_makes_the_headline(tmp_path: Path) -> None:

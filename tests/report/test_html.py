@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 from datetime import UTC, datetime
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from report_fixture import make_report
 
 from hairline.config import MetricPolicy, Threshold
 from hairline.lab.analysis import AnalysisOptions, analyze
@@ -60,33 +60,19 @@ def lab_observations(
 
 def experiment(observations: Observations | None, **changes: object) -> ExperimentReport:
     options = AnalysisOptions(default_policy=MetricPolicy(Threshold(0.01, relative=True)))
-    base = ExperimentReport(
-        experiment_id=3,
-        service="checkout",
-        kind="ab",
-        phase="done",
-        failure=None,
-        created_at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
-        started_at=datetime(2025, 3, 1, 12, 1, tzinfo=UTC),
-        finished_at=datetime(2025, 3, 1, 12, 5, tzinfo=UTC),
-        design="fully-balanced",
-        trials=3,
-        trials_done=3,
-        rate_per_s=400.0,
-        duration_s=0.75,
-        model="adaptive",
-        arms=(
-            ArmReport("A", "git 1a2b3c4 (main)", "ab12" * 16, True, Path("/lab/3/a.log")),
-            ArmReport("B", "path /src/checkout", "cd34" * 16, False, Path("/lab/3/b.log")),
-        ),
-        hosts=(
-            HostReport(0, (0, 1), {"cpu_model": "Xeon E-2288G", "turbo": "off"}),
-            HostReport(1, (2, 3), {"cpu_model": "Xeon E-2288G", "turbo": "off"}),
-        ),
-        analysis=None if observations is None else analyze(observations, options),
-        observations=observations,
+    analysis = None if observations is None else analyze(observations, options)
+    arms = (
+        ArmReport("A", "git 1a2b3c4 (main)", "ab12" * 16, True, Path("/lab/3/a.log")),
+        ArmReport("B", "path /src/checkout", "cd34" * 16, False, Path("/lab/3/b.log")),
     )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    hosts = (
+        HostReport(0, (0, 1), {"cpu_model": "Xeon E-2288G", "turbo": "off"}),
+        HostReport(1, (2, 3), {"cpu_model": "Xeon E-2288G", "turbo": "off"}),
+    )
+    setup = {"experiment_id": 3, "trials": 3, "trials_done": 3, "duration_s": 0.75,
+             "finished_at": datetime(2025, 3, 1, 12, 5, tzinfo=UTC)}  # fmt: skip
+    fields = {"observations": observations, "analysis": analysis, "arms": arms, "hosts": hosts}
+    return make_report(**{**fields, **setup, **changes})
 
 
 def outside_references(page: str) -> list[str]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from report_fixture import make_report
 
 from hairline.config import MetricPolicy, Threshold
 from hairline.errors import ConfigError
@@ -37,30 +36,27 @@ def report(tmp_path: Path, *, cpu_effect: float, seed: int, **changes: object) -
     observations = read_observations(write_observations(tmp_path / "o.parquet", pa.table(rows)))
     policies = {"goodput_per_s": MetricPolicy(Threshold(0.01, relative=True), "lower-is-worse")}
     options = AnalysisOptions(policies=policies, default_policy=MetricPolicy())
-    base = ExperimentReport(
-        experiment_id=42,
-        service="checkout",
-        kind="ab",
-        phase="done",
-        failure=None,
-        created_at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
-        started_at=None,
-        finished_at=None,
-        design="fully-balanced",
-        trials=6,
-        trials_done=6,
-        rate_per_s=400.0,
-        duration_s=6.0,
-        model="adaptive",
-        arms=(
+    setup: dict[str, object] = {
+        "experiment_id": 42,
+        "started_at": None,
+        "finished_at": None,
+        "trials": 6,
+        "trials_done": 6,
+        "duration_s": 6.0,
+        "arms": (
             ArmReport("A", "git 1a2b3c4 (main)", "0123456789abcdef", True, None),
             ArmReport("B", "path /src/checkout", None, None, None),
         ),
-        hosts=(HostReport(0, (0,), {"cpu_model": "Xeon E-2288G", "kernel": "6.1.0"}),),
-        analysis=analyze(observations, options),
-        observations=observations,
+        "hosts": (HostReport(0, (0,), {"cpu_model": "Xeon E-2288G", "kernel": "6.1.0"}),),
+    }
+    return make_report(
+        **{
+            "observations": observations,
+            "analysis": analyze(observations, options),
+            **setup,
+            **changes,
+        }
     )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
 def table_rows(markdown: str) -> list[list[str]]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from report_fixture import make_report
 from rich.console import Console
 
 from hairline.lab.analysis import AnalysisOptions, analyze
@@ -27,31 +27,21 @@ def report(tmp_path: Path, **changes: object) -> ExperimentReport:
         {"trial": trials, "arm": arms, "metric": ["cpu_ns_per_request"] * 10, "value": cpu}
     )
     observations = read_observations(write_observations(tmp_path / "o.parquet", table))
-    base = ExperimentReport(
-        experiment_id=9,
-        service="checkout",
-        kind="ab",
-        phase="done",
-        failure=None,
-        created_at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
-        started_at=datetime(2025, 3, 1, 12, 1, tzinfo=UTC),
-        finished_at=datetime(2025, 3, 1, 12, 5, 30, tzinfo=UTC),
-        design="fully-balanced",
-        trials=5,
-        trials_done=5,
-        rate_per_s=400.0,
-        duration_s=6.0,
-        model="adaptive",
-        arms=(
+    setup: dict[str, object] = {
+        "experiment_id": 9,
+        "finished_at": datetime(2025, 3, 1, 12, 5, 30, tzinfo=UTC),
+        "trials": 5,
+        "trials_done": 5,
+        "duration_s": 6.0,
+        "arms": (
             ArmReport("A", "git 1a2b3c4 (main)", "0123456789abcdef", True, None),
             ArmReport("B", "path /src/checkout", "fedcba9876543210", False, None),
         ),
-        hosts=(HostReport(0, (0, 1), {"cpu_model": "Xeon", "turbo": "off"}),),
-        analysis=analyze(observations, AnalysisOptions()),
-        observations=observations,
-        html_path=Path("/lab/9/report.html"),
-    )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+        "hosts": (HostReport(0, (0, 1), {"cpu_model": "Xeon", "turbo": "off"}),),
+        "html_path": Path("/lab/9/report.html"),
+    }
+    analysis = analyze(observations, AnalysisOptions())
+    return make_report(**{"observations": observations, "analysis": analysis, **setup, **changes})
 
 
 def shown(experiment: ExperimentReport) -> str:
