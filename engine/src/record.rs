@@ -217,7 +217,8 @@ impl RecordArgs {
         let token = |flag: &str, name: &str, problems: &mut Vec<String>| {
             if name.is_empty() || !name.bytes().all(crate::trace::is_token_byte) {
                 problems.push(format!(
-                    "--{flag} {name:?}: not a header or cookie name; write letters, digits and -, e.g. x-user-id"
+                    "--{flag} {name:?}: not a header or cookie name; {}, e.g. x-user-id",
+                    crate::trace::TOKEN_RULE
                 ));
             }
         };
@@ -965,6 +966,13 @@ mod tests {
             let message = problems(&args);
             assert!(message.contains(flag), "{args:?}: {message}");
         }
+        // The rule a header name breaks is the trace format's own: a token, `_` included.
+        let message = problems(&["--key-header", "x user"]);
+        assert!(message.contains("a name is a token: letters, digits and !#$%&'*+-.^_`|~"));
+        assert_eq!(
+            problems(&["--key-header", "x_user", "--drop-header", "x_secret"]),
+            ""
+        );
         // Every problem is reported at once.
         let message = problems(&["--sample", "2", "--label", "x", "--stats-path", "s"]);
         assert!(

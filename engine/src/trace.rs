@@ -291,20 +291,28 @@ fn parse_request(obj: &Map<String, Value>) -> Result<TraceRequest, (String, Stri
 }
 
 fn check_header_pair(name: &str, value: &str) -> Result<(String, String), (String, String)> {
-    if name.is_empty() || !name.bytes().all(is_token_byte) {
-        return Err((
-            "headers".to_owned(),
-            format!("invalid header name {name:?}; names are letters, digits and -"),
-        ));
-    }
-    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-        return Err((
-            "headers".to_owned(),
-            format!("header {name:?} has a line break or NUL in its value"),
-        ));
-    }
-    Ok((name.to_owned(), value.to_owned()))
+    header_problem(name, value).map_or_else(
+        || Ok((name.to_owned(), value.to_owned())),
+        |why| Err(("headers".to_owned(), why)),
+    )
 }
+
+/// What keeps a header from going on the wire as it is (`None` when it can): one rule for
+/// every trace reader and writer, the recorder included.
+pub fn header_problem(name: &str, value: &str) -> Option<String> {
+    if name.is_empty() || !name.bytes().all(is_token_byte) {
+        return Some(format!("invalid header name {name:?}; {TOKEN_RULE}"));
+    }
+    if !is_header_value(value) {
+        return Some(format!(
+            "header {name:?} has a control character in its value; only tab is allowed"
+        ));
+    }
+    None
+}
+
+/// What a header name may be, for messages.
+pub const TOKEN_RULE: &str = "a name is a token: letters, digits and !#$%&'*+-.^_`|~";
 
 /// Whether a header value can go on the wire as it is: no control character but HTAB
 /// (RFC 9110 `field-value`), so no CR, LF or NUL either. Non-ASCII text is sent as its
@@ -397,6 +405,31 @@ mod tests {
         assert_eq!(
             line_error("{\"hairline_trace\": 2}\n{\"path\": \"/a\"}"),
             (1, "hairline_trace".into())
+        );
+    }
+
+    #[test]
+    fn header_names_are_tokens_and_values_have_no_control_characters_but_tab() {
+        assert_eq!(header_problem("X_Tenant-id", "a\tb café \u{85}"), None);
+        let name = header_problem("x tenant", "7").expect("a space is no token");
+        assert!(name.contains("a token") && name.contains('_'), "{name}");
+        for value in [
+            "a\u{1}b",
+            "a\rb",
+            "a\nb",
+            "a\u{0}b",
+            "a\u{7f}b",
+            "\u{1b}[31m",
+        ] {
+            let why = header_problem("x", value).expect("refused");
+            assert!(why.contains("control character"), "{why}");
+        }
+        let h = "{\"hairline_trace\": 1}\n";
+        assert_eq!(
+            line_error(&format!(
+                "{h}{{\"path\": \"/a\", \"headers\": [[\"x\", \"a\\u0001b\"]]}}"
+            )),
+            (2, "headers".into())
         );
     }
 

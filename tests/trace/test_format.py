@@ -260,6 +260,22 @@ def test_python_and_the_engine_agree_on_every_tricky_line(
     assert not disagreements, "\n".join(disagreements)
 
 
+def test_a_control_character_in_a_header_value_stops_python_and_the_engine_alike(
+    engine_path: Path, closed_port: int, tmp_path: Path
+) -> None:
+    for value, verdict in (("a\\u0001b", (3, "headers")), ("\\u007f", (3, "headers"))):
+        path = tmp_path / "t.jsonl"
+        path.write_text(
+            f'{HEADER}\n{{"path": "/a"}}\n{{"path": "/b", "headers": {{"x": "{value}"}}}}\n'
+        )
+        assert python_verdict(path) == engine_verdict(engine_path, path, closed_port) == verdict
+    with pytest.raises(DataError, match='header "x" has a control character in its value'):
+        read_trace(path)
+    # A tab is a header value's own, and _ is a token like - (RFC 9110).
+    path.write_text(f'{HEADER}\n{{"path": "/b", "headers": {{"x_y": "a\\tb"}}}}\n')
+    assert python_verdict(path) is None and engine_verdict(engine_path, path, closed_port) is None
+
+
 @pytest.mark.parametrize(
     "header",
     ['{"hairline_trace": 1.0}', '{"hairline_trace": true}', '{"hairline_trace": "1"}', "{}"],

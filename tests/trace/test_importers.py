@@ -189,6 +189,23 @@ def test_generic_json_keys_are_understood() -> None:
     assert parse_json_log_line('{"ts_us": 5, "request": "GET / HTTP/1.1"}').ts_us == 5
 
 
+def test_headers_keep_to_the_engines_rule_for_names_and_values() -> None:
+    lines = [
+        '{"ts_us": 1, "request": "GET /a HTTP/1.1", "http_x_tenant": "7\\tb"}',
+        '{"ts_us": 2, "request": "GET /b HTTP/1.1", "http_x_tenant": "\\u001b[31mred"}',
+        '{"ts_us": 3, "request": "GET /c HTTP/1.1", "headers": [["X_Under", "1"]]}',
+    ]
+    report = import_lines(
+        "jsonl", [("log", i, line) for i, line in enumerate(lines, 1)], skipping()
+    )
+
+    assert [r.path for r in report.requests] == ["/a", "/c"]
+    assert report.requests[0].headers == (("x-tenant", "7\tb"),)
+    assert report.requests[1].headers == (("X_Under", "1"),)
+    assert report.skipped == {"bad header": 1}
+    assert 'log:2: header "x-tenant" has a control character' in report.first_skipped["bad header"]
+
+
 def test_labels_and_normalised_ids_are_applied_on_import() -> None:
     labeller = Labeller(normalize_ids=True)
     report = import_files([DATA / "nginx_access.log"], "nginx", skipping(labeller=labeller))

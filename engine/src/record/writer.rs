@@ -20,7 +20,7 @@ use super::http::{path_and_query, MAX_HEADERS, UNRECORDED_HEADERS};
 use super::label::Labeler;
 use super::sample::{Offer, Reservoirs, Slot};
 use super::Shared;
-use crate::trace::MAX_ENDPOINTS;
+use crate::trace::{header_problem, MAX_ENDPOINTS};
 
 /// How long after an interval ends its reservoir stays open for samples still on their way
 /// from the proxy threads.
@@ -139,9 +139,18 @@ impl LineFormat {
             .iter()
             .filter(|h| recorded(h.name))
             // Values that are not UTF-8 (obs-text) cannot be JSON strings; the replacement
-            // character keeps the line readable, and NUL cannot occur (httparse refuses it).
+            // character keeps the line readable.
             .map(|h| (h.name, String::from_utf8_lossy(h.value).into_owned()))
             .collect();
+        // The trace's own rule for headers, which the engine applies when it reads them.
+        // httparse lets no other control character through today; a line the engine
+        // would refuse is dropped and counted all the same, never written.
+        if headers
+            .iter()
+            .any(|(name, value)| header_problem(name, value).is_some())
+        {
+            return None;
+        }
         let endpoint = match &sample.label {
             Some(l) => l.clone(),
             None => self.labeler.label(path),

@@ -41,6 +41,7 @@ __all__ = [
     "TraceRequest",
     "check_output_path",
     "encode_request",
+    "header_problem",
     "parse_trace_text",
     "path_without_query",
     "read_trace",
@@ -85,7 +86,9 @@ _RUST_WHITESPACE = (
 )
 _PATH = re.compile(r"/[^\x00-\x20\x7f]*")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_HEADER_VALUE_BAD = re.compile(r"[\r\n\x00]")
+# Control characters but tab (RFC 9110 field-value), as the engine's is_header_value.
+_HEADER_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+TOKEN_RULE = "a name is a token: letters, digits and !#$%&'*+-.^_`|~"
 # serde_json refuses the 128th level of nesting (the line's object is level 1).
 _MAX_DEPTH = 127
 _U64_MAX = 2**64 - 1
@@ -232,14 +235,22 @@ def _is_u64(value: Json) -> bool:
 # --- one request ----------------------------------------------------------------------------
 
 
-def _check_header_pair(name: str, value: str) -> tuple[str, str]:
+def header_problem(name: str, value: str) -> str | None:
+    """What keeps a header from going on the wire as it is (``None`` when it can): the
+    engine's rule (``header_problem`` in engine/src/trace.rs), for every reader and writer."""
     if not _TOKEN.fullmatch(name):
-        raise _Problem(
-            "headers",
-            f"invalid header name {json.dumps(name)}; names are letters, digits and -",
-        )
+        return f"invalid header name {json.dumps(name)}; {TOKEN_RULE}"
     if _HEADER_VALUE_BAD.search(value):
-        raise _Problem("headers", f"header {json.dumps(name)} has a line break or NUL in its value")
+        return (
+            f"header {json.dumps(name)} has a control character in its value; only tab is allowed"
+        )
+    return None
+
+
+def _check_header_pair(name: str, value: str) -> tuple[str, str]:
+    problem = header_problem(name, value)
+    if problem is not None:
+        raise _Problem("headers", problem)
     return name, value
 
 

@@ -49,6 +49,7 @@ from hairline.trace.format import (
     MAX_ENDPOINTS,
     Json,
     TraceRequest,
+    header_problem,
     request_problem,
 )
 from hairline.trace.labels import Labeller
@@ -836,10 +837,9 @@ def to_trace_request(
         for name, value in entry.headers:
             if name.lower() in drop:
                 continue
-            if not _TOKEN.fullmatch(name):
-                raise BadLineError("bad header", f"header name {name[:40]!r} is not a token")
-            if any(c in value for c in "\r\n\x00"):
-                raise BadLineError("bad header", f"header {name!r} has a line break or NUL")
+            problem = header_problem(name, value)
+            if problem is not None:
+                raise BadLineError("bad header", problem)
             headers.append((name, value))
     meta = {
         k: v
