@@ -1,8 +1,61 @@
-//! HTTP/1.1 framing for the recorder: where a request head and body end, and where a
-//! response ends, so that bytes can be forwarded unchanged and requests recorded whole.
+//! HTTP/1.1 for every part of the engine: where a request head and body end, where a
+//! response ends, and what an `http://` URL names. The load engine's client, the sample
+//! service, the recorder's proxy and mirror, and the warm-up probe all frame messages here,
+//! so that they agree on what a message is.
 //!
-//! Nothing here does I/O; each piece is fed bytes and says how many it consumed, so the
-//! same code serves the proxy, the mirror and the property tests.
+//! Heads are parsed by `httparse`; bodies (Content-Length, chunked, until close) are
+//! framed here. Nothing here does I/O: each piece is fed bytes and says how many it
+//! consumed, so the same code serves the event loop, the blocking proxy and the property
+//! tests.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// An `http://` URL, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    pub addr: SocketAddr,
+    /// `host` or `host:port` as written: the Host header of a request to it.
+    pub authority: String,
+    /// The path with its query, `/` when the URL has neither.
+    pub path_and_query: String,
+    pub has_query: bool,
+    pub has_fragment: bool,
+}
+
+/// Parses and resolves an `http://` URL; the error says what is wrong, for the caller to
+/// put after its flag.
+pub fn parse_http_url(text: &str) -> Result<HttpUrl, String> {
+    let url = url::Url::parse(text).map_err(|e| format!("not a URL ({e})"))?;
+    if url.scheme() != "http" {
+        return Err(format!(
+            "scheme {:?} is not supported, only http",
+            url.scheme()
+        ));
+    }
+    let host = url.host_str().ok_or("the URL has no host")?;
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addr = (host.trim_start_matches('[').trim_end_matches(']'), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host} ({e})"))?
+        .next()
+        .ok_or_else(|| format!("{host} resolves to no address"))?;
+    let authority = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    };
+    let mut path_and_query = url.path().to_owned();
+    if let Some(q) = url.query() {
+        path_and_query.push('?');
+        path_and_query.push_str(q);
+    }
+    Ok(HttpUrl {
+        addr,
+        authority,
+        path_and_query,
+        has_query: url.query().is_some(),
+        has_fragment: url.fragment().is_some(),
+    })
+}
 
 /// Largest request or response head accepted; more is refused rather than buffered.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -457,24 +510,6 @@ impl ResponseTracker {
     }
 }
 
-/// Headers that describe one hop, not the request, and are never recorded (RFC 9110 7.6.1),
-/// plus those the trace format says the engine writes itself.
-pub const UNRECORDED_HEADERS: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "expect",
-    "host",
-    "content-length",
-    "x-hairline-request-id",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,6 +602,28 @@ mod tests {
         assert!(decode_all(&[b"zz\r\n"]).is_err());
         assert!(decode_all(&[b"2\r\nabc\r\n"]).is_err());
         assert!(decode_all(&[b"2\nab\r\n"]).is_err());
+    }
+
+    #[test]
+    fn urls_name_an_address_a_host_and_a_path() {
+        let u = parse_http_url("http://127.0.0.1:8080/base/x?q=1#f").unwrap();
+        assert_eq!(u.addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(u.authority, "127.0.0.1:8080");
+        assert_eq!(u.path_and_query, "/base/x?q=1");
+        assert!(u.has_query && u.has_fragment);
+        let u = parse_http_url("http://[::1]").unwrap();
+        assert_eq!((u.addr.port(), u.authority.as_str()), (80, "[::1]"));
+        assert_eq!(u.path_and_query, "/");
+        assert!(!u.has_query && !u.has_fragment);
+        for (bad, why) in [
+            ("127.0.0.1:80", "not a URL"),
+            ("https://127.0.0.1", "only http"),
+            ("ftp://127.0.0.1", "scheme \"ftp\""),
+            ("not a url", "not a URL"),
+        ] {
+            let err = parse_http_url(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -6,14 +6,15 @@
 
 pub mod client;
 pub mod histogram;
+pub mod http;
 pub mod load;
 pub mod output;
 pub mod pace;
 pub mod record;
-pub mod request_log;
 pub mod replay;
+pub mod request_log;
 pub mod sample_cost;
 pub mod sample_service;
+pub mod sample_trace;
 pub mod trace;
 pub mod validity;
-pub mod sample_trace;

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 
+use crate::http::parse_http_url;
 use crate::output::{self, Staged};
 use crate::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
 use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
@@ -21,6 +22,9 @@ use crate::request_log;
 use crate::trace::{
     is_header_value, is_token_byte, Trace, TraceError, TraceRequest, MAX_ENDPOINTS,
 };
+
+/// How a URL is written, for messages.
+const URL_EXAMPLE: &str = "http://127.0.0.1:8080";
 
 /// Longest phase (`--duration`, `--warmup-duration`, `--warm-timeout`): a week. Phases end at
 /// nanosecond deadlines on the monotonic clock, which a longer one would overflow, and a
@@ -564,14 +568,16 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
                 continue;
             }
             match parse_http_url(url) {
-                Ok((addr, authority, path, _)) => warm_probes.push(WarmProbe {
+                Ok(parsed) => warm_probes.push(WarmProbe {
                     target,
                     url: url.to_owned(),
-                    addr,
-                    host: authority,
-                    path,
+                    addr: parsed.addr,
+                    host: parsed.authority,
+                    path: parsed.path_and_query,
                 }),
-                Err(msg) => problems.push(format!("--warm-url {spec}: {msg}")),
+                Err(why) => problems.push(format!(
+                    "--warm-url {spec}: {why}; write e.g. {URL_EXAMPLE}/warm"
+                )),
             }
         }
     }
@@ -668,48 +674,19 @@ fn parse_target(spec: &str) -> Result<ParsedTarget, String> {
             "target name {name:?} must be letters, digits, '_', '-' or '.'"
         ));
     }
-    let (addr, authority, path, query) = parse_http_url(url)?;
-    if query {
+    let parsed = parse_http_url(url).map_err(|why| format!("{why}; write e.g. {URL_EXAMPLE}"))?;
+    if parsed.has_query {
         return Err("a target URL has no query; put queries in --path or the trace".into());
     }
-    let prefix = path.trim_end_matches('/').to_owned();
+    // The fragment is not sent, and url keeps only the path in `path_and_query`.
+    let prefix = parsed.path_and_query.trim_end_matches('/').to_owned();
     Ok(ParsedTarget {
         name: name.to_owned(),
         url: url.to_owned(),
-        addr,
-        authority,
+        addr: parsed.addr,
+        authority: parsed.authority,
         prefix,
     })
-}
-
-/// Address, Host authority, path (with query) and whether there was a query.
-fn parse_http_url(text: &str) -> Result<(SocketAddr, String, String, bool), String> {
-    let url = url::Url::parse(text)
-        .map_err(|e| format!("not a URL ({e}); write e.g. http://127.0.0.1:8080"))?;
-    if url.scheme() != "http" {
-        return Err(format!(
-            "scheme {:?} is not supported; use http://",
-            url.scheme()
-        ));
-    }
-    let host = url.host_str().ok_or("the URL has no host")?;
-    let port = url.port_or_known_default().unwrap_or(80);
-    let addr = (host.trim_start_matches('[').trim_end_matches(']'), port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host} resolves to no address"))?;
-    let authority = match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_owned(),
-    };
-    let mut path = url.path().to_owned();
-    let query = url.query().is_some();
-    if let Some(q) = url.query() {
-        path.push('?');
-        path.push_str(q);
-    }
-    Ok((addr, authority, path, query))
 }
 
 /// Why a header is the engine's to write, for the headers it writes itself (None for the

@@ -10,14 +10,16 @@
 //! Exit codes: 0 stopped by SIGINT/SIGTERM with the trace flushed, 2 bad flags (before
 //! listening) or a failure to start.
 
-mod http;
 mod label;
 mod mirror;
 mod proxy;
 mod sample;
 mod writer;
 
-pub use http::{parse_request_head, BodyFraming, ChunkedDecoder, RequestHead, ResponseTracker};
+use crate::http::parse_http_url;
+pub use crate::http::{
+    parse_request_head, BodyFraming, ChunkedDecoder, RequestHead, ResponseTracker,
+};
 pub use label::{normalize_ids, parse_label_rule, LabelRule, Labeler};
 pub use sample::{parse_probability, parse_reservoir, Decision, SampleSpec, Sampler};
 pub use writer::KeySource;
@@ -176,11 +178,11 @@ impl RecordArgs {
         let listen = resolve_listen(&self.listen)
             .map_err(|e| problems.push(e))
             .ok();
-        let upstream = parse_http_url("--upstream", &self.upstream)
+        let upstream = upstream_addr("--upstream", &self.upstream)
             .map_err(|e| problems.push(e))
             .ok();
         let mirror = self.mirror.as_ref().and_then(|m| {
-            parse_http_url("--mirror", m)
+            upstream_addr("--mirror", m)
                 .map(|addr| (addr, m.clone()))
                 .map_err(|e| problems.push(e))
                 .ok()
@@ -327,32 +329,15 @@ fn resolve_listen(text: &str) -> Result<SocketAddr, String> {
 }
 
 /// `http://host:port` (no path beyond `/`, no query) to a socket address.
-fn parse_http_url(flag: &str, text: &str) -> Result<SocketAddr, String> {
+fn upstream_addr(flag: &str, text: &str) -> Result<SocketAddr, String> {
     let fail = |why: String| format!("{flag} {text:?}: {why}; write e.g. http://127.0.0.1:8080");
-    let url = url::Url::parse(text).map_err(|e| fail(format!("not a URL ({e})")))?;
-    if url.scheme() != "http" {
-        return Err(fail(format!(
-            "scheme {:?} is not supported, only http",
-            url.scheme()
-        )));
-    }
-    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+    let url = parse_http_url(text).map_err(fail)?;
+    if url.path_and_query != "/" || url.has_fragment {
         return Err(fail(
             "requests are forwarded with their own path, so the URL has none".into(),
         ));
     }
-    let host = url
-        .host_str()
-        .ok_or_else(|| fail("no host".into()))?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let port = url.port_or_known_default().unwrap_or(80);
-    (host.as_str(), port)
-        .to_socket_addrs()
-        .map_err(|e| fail(format!("cannot resolve {host} ({e})")))?
-        .next()
-        .ok_or_else(|| fail(format!("{host} resolves to no address")))
+    Ok(url.addr)
 }
 
 /// The recorder's counters; all monotonic.

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::http::ResponseTracker;
 use super::Shared;
+use crate::http::ResponseTracker;
 
 /// How long the mirror is left alone after a failed connect before the next attempt;
 /// requests that come meanwhile are dropped at once rather than each waiting to fail.

@@ -14,13 +14,13 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::http::{
-    parse_request_head, BodyFraming, ChunkedDecoder, HeadError, RequestHead, ResponseTracker,
-};
 use super::mirror::MirrorJob;
 use super::sample::Decision;
 use super::writer::Sample;
 use super::Shared;
+use crate::http::{
+    parse_request_head, BodyFraming, ChunkedDecoder, HeadError, RequestHead, ResponseTracker,
+};
 
 /// Read timeout of the upstream socket: how often a thread waiting for a response looks
 /// at the stop flag and the upstream timeout.

@@ -16,11 +16,29 @@ use base64::Engine as _;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use serde::Serialize;
 
-use super::http::{path_and_query, MAX_HEADERS, UNRECORDED_HEADERS};
 use super::label::Labeler;
 use super::sample::{Offer, Reservoirs, Slot};
 use super::Shared;
+use crate::http::{path_and_query, MAX_HEADERS};
 use crate::trace::{header_problem, MAX_ENDPOINTS};
+
+/// Headers that describe one hop, not the request, and are never recorded (RFC 9110 7.6.1),
+/// plus those the trace format says the engine writes itself.
+pub const UNRECORDED_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "expect",
+    "host",
+    "content-length",
+    "x-hairline-request-id",
+];
 
 /// How long after an interval ends its reservoir stays open for samples still on their way
 /// from the proxy threads.
