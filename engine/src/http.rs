@@ -72,7 +72,8 @@ pub enum BodyFraming {
     Chunked,
 }
 
-/// The parts of a request head the proxy needs; the head itself is forwarded unchanged.
+/// What a request head says about framing and routing; the head itself stays where it is
+/// (the recorder forwards it unchanged).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
     pub method: String,
@@ -87,6 +88,8 @@ pub struct RequestHead {
     pub expect_continue: bool,
     /// Bytes of the head, up to and including the blank line.
     pub head_len: usize,
+    /// The `x-hairline-request-id` the load engine sends, which the sample service reads.
+    pub request_id: Option<Vec<u8>>,
 }
 
 impl RequestHead {
@@ -148,6 +151,7 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> 
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut expect_continue = false;
+    let mut request_id = None;
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             let n = parse_decimal(h.value).ok_or(bad(400, "bad Content-Length"))?;
@@ -175,6 +179,8 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> 
             }
         } else if h.name.eq_ignore_ascii_case("expect") {
             expect_continue = trim(h.value).eq_ignore_ascii_case(b"100-continue");
+        } else if h.name.eq_ignore_ascii_case("x-hairline-request-id") {
+            request_id = Some(h.value.to_vec());
         }
     }
     if chunked && length.is_some() {
@@ -193,6 +199,7 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead>, HeadError> 
         keep_alive,
         expect_continue,
         head_len,
+        request_id,
     }))
 }
 
@@ -371,10 +378,15 @@ pub struct BadResponse(pub &'static str);
 impl ResponseTracker {
     /// A tracker for the response to a request with this method.
     pub fn new(method: &str) -> ResponseTracker {
+        ResponseTracker::for_request(method.eq_ignore_ascii_case("HEAD"))
+    }
+
+    /// A tracker for the response to a `HEAD` request (no body) or any other.
+    pub fn for_request(head_request: bool) -> ResponseTracker {
         ResponseTracker {
             state: ResponseState::Head,
             head: Vec::new(),
-            head_request: method.eq_ignore_ascii_case("HEAD"),
+            head_request,
             final_head: None,
             started: false,
         }
@@ -653,6 +665,87 @@ mod tests {
 
         let mut t = ResponseTracker::new("GET");
         assert!(t.feed(b"SPDY/3 nonsense\r\n\r\n").is_err());
+    }
+
+    /// Feeds `raw` in pieces of `piece` bytes, as reads would bring it; `(status, bytes,
+    /// keep_alive)` once the response is complete (at the end of the input, for a body
+    /// delimited by the close).
+    fn response_in_pieces(
+        raw: &[u8],
+        piece: usize,
+        head_request: bool,
+    ) -> Result<Option<(u16, u64, bool)>, BadResponse> {
+        let mut t = ResponseTracker::for_request(head_request);
+        let mut bytes = 0u64;
+        for chunk in raw.chunks(piece) {
+            let used = t.feed(chunk)?;
+            bytes += used as u64;
+            if t.is_complete() {
+                assert_eq!(used, chunk.len(), "the response ends where its input does");
+                break;
+            }
+        }
+        t.finish_on_eof();
+        Ok(t.final_head()
+            .filter(|_| t.is_complete())
+            .map(|(status, _)| (status, bytes, t.keep_alive())))
+    }
+
+    #[test]
+    fn a_content_length_body_ends_in_any_split() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        for piece in [1, 3, 7, raw.len()] {
+            assert_eq!(
+                response_in_pieces(raw, piece, false),
+                Ok(Some((200, raw.len() as u64, true)))
+            );
+        }
+    }
+
+    #[test]
+    fn a_chunked_body_with_extension_and_trailer_ends_in_any_split() {
+        let raw = b"HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n4;x=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-T: 1\r\n\r\n";
+        for piece in [1, 2, 5, raw.len()] {
+            assert_eq!(
+                response_in_pieces(raw, piece, false),
+                Ok(Some((503, raw.len() as u64, true)))
+            );
+        }
+    }
+
+    #[test]
+    fn interim_responses_are_passed_over_and_bodiless_ones_end_at_their_head() {
+        let raw = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+        let r = response_in_pieces(raw, 4, false).unwrap().unwrap();
+        assert_eq!((r.0, r.1), (204, raw.len() as u64));
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n";
+        assert_eq!(
+            response_in_pieces(head, 100, true),
+            Ok(Some((200, head.len() as u64, true)))
+        );
+    }
+
+    #[test]
+    fn a_body_delimited_by_the_close_and_connection_close_end_the_connection() {
+        let raw = b"HTTP/1.0 200 OK\r\n\r\nall of it";
+        assert_eq!(
+            response_in_pieces(raw, 4, false),
+            Ok(Some((200, raw.len() as u64, false)))
+        );
+        let raw = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(
+            response_in_pieces(raw, 64, false),
+            Ok(Some((200, raw.len() as u64, false)))
+        );
+    }
+
+    #[test]
+    fn garbage_is_a_bad_response() {
+        assert!(response_in_pieces(b"SSH-2.0-OpenSSH\r\n\r\n", 64, false).is_err());
+        let bad_length = b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n";
+        assert!(response_in_pieces(bad_length, 64, false).is_err());
+        let bad_chunk = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+        assert!(response_in_pieces(bad_chunk, 64, false).is_err());
     }
 
     /// A fixed seed and a small case count: a short, repeatable run in every `cargo test`.

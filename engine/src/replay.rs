@@ -30,6 +30,7 @@ use serde_json::{json, Map, Value};
 
 use crate::client::{connect_error_kind, Conn, ConnState, ReadOutcome, Response};
 use crate::histogram::{new_latency_histogram, percentiles_us, record_ns};
+use crate::http::ResponseTracker;
 use crate::pace::{Arrival, Pacer, MAX_RATE_PER_S, NEVER_NS};
 use crate::request_log::{ErrorKind, RequestRecord};
 use crate::validity;
@@ -800,7 +801,7 @@ impl<'p> Engine<'p> {
         let _ = write!(conn.out, "x-hairline-request-id: {}\r\n\r\n", p.id);
         conn.out
             .extend_from_slice(&plan.bodies[p.template as usize]);
-        conn.parser.reset(plan.head_request[p.template as usize]);
+        conn.expect_response(plan.head_request[p.template as usize]);
         conn.state = ConnState::Busy;
         // The write time: uncorrected latency, dispatch skew and pacing error all start here.
         p.sent_ns = now_ns();
@@ -898,7 +899,6 @@ impl<'p> Engine<'p> {
             let _ = registry.deregister(&mut s);
         }
         slot.conn.state = ConnState::Closed;
-        slot.conn.inbuf.clear();
     }
 
     /// A connection failed: its request (if any) fails with `kind` or is retried once when a
@@ -1373,16 +1373,22 @@ fn probe_once(p: &WarmProbe) -> bool {
     if io::Write::write_all(&mut s, req.as_bytes()).is_err() {
         return false;
     }
-    let mut buf = [0u8; 64];
-    let mut n = 0;
-    while n < 12 {
-        match s.read(&mut buf[n..]) {
+    // Only the status matters: read until the head of the final response is in.
+    let mut tracker = ResponseTracker::for_request(false);
+    let mut buf = [0u8; 1024];
+    while tracker.final_head().is_none() {
+        match s.read(&mut buf) {
             Ok(0) | Err(_) => return false,
-            Ok(m) => n += m,
+            Ok(n) => {
+                if tracker.feed(&buf[..n]).is_err() {
+                    return false;
+                }
+            }
         }
     }
-    // "HTTP/1.1 2xx"
-    buf.starts_with(b"HTTP/1.") && buf[9] == b'2'
+    tracker
+        .final_head()
+        .is_some_and(|(status, _)| (200..300).contains(&status))
 }
 
 #[cfg(test)]

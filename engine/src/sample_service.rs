@@ -21,14 +21,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::http::{parse_request_head, BodyFraming, RequestHead};
 use crate::sample_cost::{self, Endpoint};
 
 pub use crate::sample_trace::{run_trace, SampleTraceArgs, SampleTraceError};
 
 /// How often idle loops look at the shutdown flag.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
-/// A request head larger than this is refused (431) rather than buffered without bound.
-const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Request bodies are read and ignored; larger ones are refused (413).
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Upper bound of the memory `--regress-mem` keeps resident, over all workers.
@@ -417,58 +416,6 @@ struct Shared {
     metrics: Metrics,
 }
 
-/// What the request head says, borrowed from the read buffer only while parsing.
-struct RequestHead {
-    method: String,
-    target: String,
-    request_id: Option<Vec<u8>>,
-    keep_alive: bool,
-    content_length: usize,
-    head_len: usize,
-}
-
-fn parse_head(buf: &[u8]) -> Result<Option<RequestHead>, &'static str> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    let head_len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(_) => return Err("malformed HTTP request"),
-    };
-    let version = req.version.unwrap_or(1);
-    let mut keep_alive = version >= 1;
-    let mut content_length = 0usize;
-    let mut request_id = None;
-    for h in req.headers.iter() {
-        if h.name.eq_ignore_ascii_case("content-length") {
-            content_length = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .ok_or("bad Content-Length")?;
-        } else if h.name.eq_ignore_ascii_case("connection") {
-            let v = String::from_utf8_lossy(h.value).to_ascii_lowercase();
-            if v.contains("close") {
-                keep_alive = false;
-            } else if v.contains("keep-alive") {
-                keep_alive = true;
-            }
-        } else if h.name.eq_ignore_ascii_case("x-hairline-request-id") {
-            request_id = Some(h.value.to_vec());
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            // Chunked bodies are not needed by any client of the sample service.
-            return Err("Transfer-Encoding is not supported; send a Content-Length");
-        }
-    }
-    Ok(Some(RequestHead {
-        method: req.method.unwrap_or("GET").to_string(),
-        target: req.path.unwrap_or("/").to_string(),
-        request_id,
-        keep_alive,
-        content_length,
-        head_len,
-    }))
-}
-
 fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
     query.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -649,23 +596,33 @@ impl Connection {
     /// Answers every complete request in the input (pipelining included).
     fn serve_buffered(&mut self, state: &mut WorkerState) {
         while !self.closing {
-            match parse_head(&self.input) {
-                Ok(None) => {
-                    if self.input.len() > MAX_HEAD_BYTES {
-                        self.refuse(state, Status::HeaderTooLarge, "request head too large\n");
-                    }
-                    return;
-                }
-                Err(message) => {
-                    self.refuse(state, Status::BadRequest, message);
+            match parse_request_head(&self.input) {
+                Ok(None) => return,
+                Err(e) => {
+                    let status = if e.status == 431 {
+                        Status::HeaderTooLarge
+                    } else {
+                        Status::BadRequest
+                    };
+                    self.refuse(state, status, &format!("{}\n", e.message));
                     return;
                 }
                 Ok(Some(head)) => {
-                    if head.content_length > MAX_BODY_BYTES {
+                    // No client of the sample service sends a chunked body.
+                    let BodyFraming::Length(length) = head.body else {
+                        self.refuse(
+                            state,
+                            Status::BadRequest,
+                            "Transfer-Encoding is not supported; send a Content-Length\n",
+                        );
+                        return;
+                    };
+                    let content_length = usize::try_from(length).unwrap_or(usize::MAX);
+                    if content_length > MAX_BODY_BYTES {
                         self.refuse(state, Status::PayloadTooLarge, "request body too large\n");
                         return;
                     }
-                    let total = head.head_len + head.content_length;
+                    let total = head.head_len + content_length;
                     if self.input.len() < total {
                         return;
                     }
@@ -911,7 +868,7 @@ mod tests {
     #[test]
     fn a_complete_head_is_parsed_with_its_request_id_and_keep_alive() {
         let raw = b"GET /api/feed?user=7 HTTP/1.1\r\nHost: x\r\nX-Hairline-Request-Id: r1\r\n\r\n";
-        let head = parse_head(raw).unwrap().unwrap();
+        let head = parse_request_head(raw).unwrap().unwrap();
         assert_eq!(head.target, "/api/feed?user=7");
         assert_eq!(head.request_id.as_deref(), Some(&b"r1"[..]));
         assert!(head.keep_alive);
@@ -920,8 +877,12 @@ mod tests {
 
     #[test]
     fn a_partial_head_waits_and_http10_closes() {
-        assert!(parse_head(b"GET / HTTP/1.1\r\nHost").unwrap().is_none());
-        let head = parse_head(b"GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(parse_request_head(b"GET / HTTP/1.1\r\nHost")
+            .unwrap()
+            .is_none());
+        let head = parse_request_head(b"GET / HTTP/1.0\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert!(!head.keep_alive);
     }
 
