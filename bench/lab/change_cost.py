@@ -29,9 +29,9 @@ from hairline.arms.local import ArmSpec, LocalArm, free_port
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "nginx-config"
 
 
-def build(folder: Path, agent_classes: str) -> Path:
+def build(folder: Path, arm_config: str) -> Path:
     shutil.copytree(EXAMPLE, folder)
-    env = {**os.environ, "AGENT_CLASSES": agent_classes}
+    env = {**os.environ, "ARM_CONFIG": arm_config}
     subprocess.run(["sh", "build.sh"], cwd=folder, env=env, check=True, capture_output=True)
     return folder / "out"
 
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
         return 1
     with tempfile.TemporaryDirectory(prefix="hairline-bench-cost-") as tmp:
         root = Path(tmp)
-        artifacts = {"A": build(root / "A", "0"), "B": build(root / "B", "1")}
+        artifacts = {"A": build(root / "A", "baseline"), "B": build(root / "B", "candidate")}
         values: dict[str, list[float]] = {"A": [], "B": []}
         for i in range(args.rounds):
             for name in ("A", "B") if i % 2 == 0 else ("B", "A"):
