@@ -300,3 +300,19 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'hairline.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return server.new_database()
+
+
+def live_processes_with(marker: str) -> list[int]:
+    """Pids of running (not zombie) processes whose command line holds ``marker``: how the
+    tests find a daemon an arm left, whatever session or process group it is in."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found

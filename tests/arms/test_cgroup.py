@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import live_processes_with
 from hairline.arms.cgroup import cgroup_mode, create_cgroup, probe, sweep
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 
@@ -31,21 +32,6 @@ def cgroup_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
         pytest.skip(f"this machine has no usable cgroup {mode}")
     monkeypatch.setenv("HAIRLINE_CGROUP", mode)
     yield mode
-
-
-def running(marker: str) -> list[int]:
-    """Pids whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker in cmdline and state != "Z":
-                found.append(int(entry.name))
-    return found
 
 
 def burn_arm(tmp_path: Path, mode: str, burn_ms: float) -> tuple[LocalArm, Path]:
@@ -106,15 +92,15 @@ def test_a_setsid_daemon_dies_with_its_arm(tmp_path: Path, cgroup_env: str) -> N
     port = free_port()
     with LocalArm(daemon_spec(port, marker, tmp_path), port=port, cgroup=f"test-d-{port}").start():
         deadline = time.monotonic() + 5
-        while not running(marker) and time.monotonic() < deadline:
+        while not live_processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        daemons = running(marker)
+        daemons = live_processes_with(marker)
         assert daemons, "the daemon did not start"
         assert os.getsid(daemons[0]) != os.getsid(os.getpid())
     deadline = time.monotonic() + 5
-    while running(marker) and time.monotonic() < deadline:
+    while live_processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert running(marker) == []
+    assert live_processes_with(marker) == []
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -134,12 +120,12 @@ def test_sweep_kills_what_a_dead_owner_left(tmp_path: Path, mode: str) -> None:
         preexec_fn=child_setup(join=group.procs_files),
     )
     deadline = time.monotonic() + 5
-    while len(running(marker)) < 2 and time.monotonic() < deadline:
+    while len(live_processes_with(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(running(marker)) == 2
+    assert len(live_processes_with(marker)) == 2
     assert sweep(f"test-sweep{os.getpid()}-") == [group.name]
     proc.wait(timeout=5)
-    assert running(marker) == []
+    assert live_processes_with(marker) == []
     assert all(not d.exists() for d in group.dirs.values())
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from conftest import live_processes_with
 from hairline.procs import group_alive
 from hairline.store.db import open_store
 from hairline.store.models import Experiment, Host, Run, Trial
@@ -113,26 +114,11 @@ def hairline(
     )  # fmt: skip
 
 
-def daemons(marker: str) -> list[int]:
-    """Live processes whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker in cmdline and state != "Z":
-                found.append(int(entry.name))
-    return found
-
-
 def assert_no_daemon(marker: str) -> None:
     deadline = time.monotonic() + 5
-    while daemons(marker) and time.monotonic() < deadline:
+    while live_processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert daemons(marker) == []
+    assert live_processes_with(marker) == []
 
 
 def arm_cgroups() -> list[str]:
@@ -369,7 +355,7 @@ def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        while not daemons(marker):
+        while not live_processes_with(marker):
             assert time.monotonic() < deadline, "the arms never started"
             assert run.poll() is None, "the run ended early"
             time.sleep(0.05)

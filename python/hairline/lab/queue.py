@@ -51,6 +51,7 @@ __all__ = [
     "release",
     "renew",
     "request_cancel",
+    "require_experiment",
     "transition",
 ]
 
@@ -66,17 +67,23 @@ class Cancelled(Exception):
     """``hairline cancel`` asked this experiment to stop; raised at the next safe point."""
 
 
+def require_experiment(session: Session, store: Store, experiment_id: int) -> Experiment:
+    """The experiment's row, or the user error that names the database and how to list."""
+    row = session.get(Experiment, experiment_id)
+    if row is None:
+        raise HairlineError(
+            f"no experiment {experiment_id} in {store.url}",
+            hint="`hairline status` lists the experiments",
+        )
+    return row
+
+
 def request_cancel(store: Store, experiment_id: int, *, clock: Clock = time.time) -> str:
     """Cancel an experiment: at once if no processor holds it ("cancelled"), else ask its
     processor to stop at the next safe point, between batches ("requested")."""
     now = clock()
     with store.transaction() as session:
-        row = session.get(Experiment, experiment_id)
-        if row is None:
-            raise HairlineError(
-                f"no experiment {experiment_id} in {store.url}",
-                hint="`hairline status` lists the experiments",
-            )
+        row = require_experiment(session, store, experiment_id)
         if row.phase in TERMINAL_PHASES:
             raise HairlineError(
                 f"experiment {experiment_id} has already ended ({row.phase})",

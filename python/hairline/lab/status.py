@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from hairline.errors import HairlineError
+from hairline.lab.queue import require_experiment
 from hairline.store.db import Store, pairs
 from hairline.store.models import Experiment, Service, Trial, VerdictRow
 
@@ -23,12 +23,7 @@ def phase_of(store: Store, experiment_id: int) -> tuple[str, str]:
 
 def artifacts_dir(store: Store, experiment_id: int) -> Path:
     with store.transaction() as session:
-        row = session.get(Experiment, experiment_id)
-        if row is None:
-            raise HairlineError(
-                f"no experiment {experiment_id} in {store.url}",
-                hint="`hairline status` lists the experiments",
-            )
+        row = require_experiment(session, store, experiment_id)
         return Path(row.artifacts_dir)
 
 

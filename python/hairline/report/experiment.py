@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import func, select
 
 from hairline.config import ExperimentConfig
-from hairline.errors import HairlineError
 from hairline.lab.analysis import Analysis
+from hairline.lab.queue import require_experiment
 from hairline.lab.results import (
     analyze_experiment,
     experiment_observations,
@@ -20,7 +20,7 @@ from hairline.lab.results import (
 )
 from hairline.report.context import ArmReport, ExperimentReport, HostReport, load_notes
 from hairline.store.db import Store
-from hairline.store.models import Arm, Experiment, Host, Run, Service, Trial
+from hairline.store.models import Arm, Host, Run, Service, Trial
 from hairline.store.observations import Observations, observations_from_table
 
 __all__ = ["load_report"]
@@ -124,12 +124,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
     """Everything a report shows about ``experiment_id``, with the analysis stored when it
     finished; ``reanalyse`` analyses its trials again (same seed, same A/A history)."""
     with store.transaction() as session:
-        row = session.get(Experiment, experiment_id)
-        if row is None:
-            raise HairlineError(
-                f"no experiment {experiment_id} in {store.url}",
-                hint="`hairline status` lists the experiments",
-            )
+        row = require_experiment(session, store, experiment_id)
         service = session.get(Service, row.service_id)
         arms = session.scalars(
             select(Arm).where(Arm.experiment_id == experiment_id).order_by(Arm.position)
