@@ -34,6 +34,7 @@ from click.testing import CliRunner
 from conftest import StartSampleService
 from hairline.cli import main
 from hairline.cli.record import engine_args
+from hairline.trace import labels, shape
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
@@ -258,7 +259,6 @@ def test_labels_keys_and_dropped_headers_are_recorded(
 def test_labels_are_the_same_as_the_python_labeller_gives(
     sample_service: StartSampleService, recorder: StartRecorder
 ) -> None:
-    labels = pytest.importorskip("hairline.trace.labels")
     rules = [
         r"^/api/(?P<kind>[a-z]+)$=api-$kind",
         r"^/users/([0-9]+)/posts=${1}-posts",
@@ -670,7 +670,6 @@ def test_bad_flags_exit_2_naming_the_flag(
 
 
 def test_reservoir_syntax_is_the_same_as_trace_samples(engine_path: Path, tmp_path: Path) -> None:
-    shape = pytest.importorskip("hairline.trace.shape")
     from hairline.errors import ConfigError
 
     texts = ["100/1s", "10/500ms", "5/1m", "1/1.5s", "100/s", "7/250us", "3/0.1ms", "2/1h"]
