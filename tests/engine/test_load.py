@@ -26,13 +26,13 @@ from hairline.engine import (
     ControlledLoad,
     LoadPlan,
     find_engine,
-    latency_rows,
     measure,
     read_requests,
     run_load,
     warm_up,
 )
 from hairline.errors import EngineError
+from hairline.lab.latency import latency_rows
 
 # A cheap, fixed-cost request: the sample service's work does not swamp a small machine.
 LIGHT = "/api/profile?user=1"

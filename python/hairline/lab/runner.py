@@ -33,6 +33,7 @@ from hairline import engine
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.prometheus import Sample, scrape
 from hairline.errors import HairlineError
+from hairline.lab.latency import latency_rows
 from hairline.lab.schedule import Batch, LabDesign, schedule
 from hairline.lab.validity import ArmReading, batch_problems
 from hairline.procs import thread_pinned_to
@@ -404,9 +405,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> _Atte
     }
     return _Attempt(
         rows=rows,
-        per_request=engine.latency_rows(
-            measured, trial=batch.trial, batch=batch.batch, host_of=host_of
-        ),
+        per_request=latency_rows(measured, trial=batch.trial, batch=batch.batch, host_of=host_of),
         problems=problems,
         record=record,
     )
