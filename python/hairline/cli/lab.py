@@ -528,15 +528,16 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
 @main.command()
 @click.option("--regress-cpu", type=click.FloatRange(0, 1), default=0.05, show_default=True)
 @click.option("--trials", type=click.IntRange(1), default=7, show_default=True)
-@click.option("--duration-s", type=click.FloatRange(1), default=6.0, show_default=True)
-@click.option("--rate", "rate_per_s", type=click.FloatRange(1), default=400.0, show_default=True)
+@click.option("--duration-s", type=click.FloatRange(1), default=4.0, show_default=True)
+@click.option("--rate", "rate_per_s", type=click.FloatRange(1), default=None,
+              help="Replay rate; default: calibrated so the baseline is 60% busy.")  # fmt: skip
 @_store_options
 @_report_options
 def demo(
     regress_cpu: float,
     trials: int,
     duration_s: float,
-    rate_per_s: float,
+    rate_per_s: float | None,
     db_url: str | None,
     home: Path,
     json_path: Path | None,
@@ -557,7 +558,8 @@ def demo(
     out.print(
         f"[bold]hairline demo[/]: sample service A against B with {regress_cpu:.0%} more CPU "
         f"per request; {trials} trials x 2 batches (fully balanced), {duration_s:g} s at "
-        f"{rate_per_s:g} requests/s each, arms on their own CPUs, replayed in lockstep."
+        + (f"{rate_per_s:g} requests/s" if rate_per_s else "a rate calibrated to 60% busy")
+        + " each, arms on their own CPUs, replayed in lockstep."
     )
     store = open_store(db_url, home=home)
     try:

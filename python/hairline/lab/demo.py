@@ -35,23 +35,21 @@ def demo_config(
     *,
     regress_cpu: float = 0.05,
     trials: int = 7,
-    duration_s: float = 6.0,
-    rate_per_s: float = 400.0,
+    duration_s: float = 4.0,
+    rate_per_s: float | None = None,
 ) -> ExperimentConfig:
-    """The bundled experiment, with the regression size and run length given."""
+    """The bundled experiment, with the regression size and run length given; the rate is
+    calibrated (60% busy) unless ``rate_per_s`` is given."""
     config = load_experiment_file(repo_file("examples", "sample-service", "experiment.toml"))
     arms = dict(config.arms)
     arms["B"] = arms["B"].model_copy(update={"args": ["--regress-cpu", f"{regress_cpu:g}"]})
+    load = {"duration_s": duration_s}
+    if rate_per_s is not None:
+        load |= {"rate_per_s": rate_per_s, "warmup_rate_per_s": rate_per_s}
     return config.model_copy(
         update={
             "arms": arms,
             "design": config.design.model_copy(update={"trials": trials}),
-            "load": config.load.model_copy(
-                update={
-                    "duration_s": duration_s,
-                    "rate_per_s": rate_per_s,
-                    "warmup_rate_per_s": rate_per_s,
-                }
-            ),
+            "load": config.load.model_copy(update=load),
         }
     )
