@@ -352,6 +352,9 @@ def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
     run = subprocess.Popen(
         [*HAIRLINE, "run", str(path), "--home", str(home)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        # As from a terminal: a test run started in the background by a shell inherits
+        # SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
