@@ -14,19 +14,26 @@ __all__ = ["anon_memory_bytes", "cpu_time_ns", "cpu_time_with_exited_ns", "proce
 _PROC = Path("/proc")
 
 
+def _stat_fields(proc: Path, pid: str) -> list[str] | None:
+    """``/proc/PID/stat``'s fields after the command name (state first), or None if the
+    process is gone. The name may hold spaces and parentheses: fields resume after the
+    last ')'."""
+    try:
+        stat = (proc / pid / "stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
 def process_tree(root_pid: int, *, proc: Path = _PROC) -> list[int]:
     """``root_pid`` and all its live descendants."""
     children: dict[int, list[int]] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name may contain spaces and parentheses; fields resume after the last ')'.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        fields = _stat_fields(proc, entry.name)
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
     tree, todo = [], [root_pid]
     while todo:
         pid = todo.pop()
@@ -84,13 +91,10 @@ def cpu_time_with_exited_ns(pids: list[int], *, proc: Path = _PROC) -> int:
     """
     ticks = 0
     for pid in pids:
-        try:
-            stat = (proc / str(pid) / "stat").read_text()
-        except OSError:
+        # utime..cstime are stat's fields 14..17, so 11..14 of those after the name.
+        fields = _stat_fields(proc, str(pid))
+        if fields is None:
             continue
-        # Fields after the command name (which may hold spaces and ')'): state is field 3,
-        # utime..cstime are fields 14..17.
-        fields = stat[stat.rfind(")") + 2 :].split()
         try:
             ticks += sum(int(f) for f in fields[11:15])
         except (ValueError, IndexError):
