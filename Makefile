@@ -22,7 +22,7 @@ $(PY):
 # The engine binary is copied into the venv at install time, so any Rust change reinstalls.
 $(STAMP): $(PY) pyproject.toml $(ENGINE_SOURCES)
 	$(PIP) install -q 'maturin>=1.5,<2'
-	$(PIP) install -q --no-build-isolation -e '.[dev]'
+	$(PIP) install -q --no-build-isolation -e '.[dev,ray]'
 	@touch $(STAMP)
 
 build: $(STAMP)

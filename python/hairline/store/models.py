@@ -8,7 +8,17 @@ experiment's artifact folder, and the database points to it.
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    true,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -18,6 +28,7 @@ __all__ = [
     "Experiment",
     "Host",
     "Quota",
+    "RegionQuota",
     "Run",
     "Service",
     "Trial",
@@ -51,6 +62,7 @@ class Experiment(Base):
     """
 
     __tablename__ = "experiments"
+    __table_args__ = (Index("ix_experiments_claim", "phase", "priority", "id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     service_id: Mapped[int] = mapped_column(ForeignKey("services.id"), index=True)
@@ -74,6 +86,10 @@ class Experiment(Base):
     # calibration's steps as JSON), so that every trial and the report use the same.
     rate_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     calibration: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Higher goes first, among experiments waiting for hosts (then fairness between teams).
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The region all of its hosts come from, chosen at its first allocation.
+    region: Mapped[str | None] = mapped_column(String(100), nullable=True)
 
 
 class Arm(Base):
@@ -129,13 +145,18 @@ class Trial(Base):
 
 
 class Host(Base):
-    """A host of the inventory: locally, a CPU set of one machine.
+    """A host of the inventory: locally, a CPU set of one machine; with the ``ray`` backend,
+    a test machine that joined as a Ray worker node (``hairline agent start``).
 
     ``experiment_id`` marks an allocation; it lapses with ``lease_expires_at`` (renewed
-    with the experiment's lease), so a dead processor cannot keep hosts forever.
+    with the experiment's lease), so a dead processor cannot keep hosts forever. The facts
+    that allocation matches on (region, server type, CPU arch, kernel) are columns; all
+    facts are also in ``facts`` (JSON). A host that died mid-trial is ``healthy = False``
+    until its agent registers it again.
     """
 
     __tablename__ = "hosts"
+    __table_args__ = (Index("ix_hosts_class", "region", "server_type", "cpu_arch", "kernel"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
@@ -150,6 +171,18 @@ class Host(Base):
     team: Mapped[str | None] = mapped_column(String(200), nullable=True)
     allocated_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     lease_expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    region: Mapped[str] = mapped_column(String(100), default="local", server_default="local")
+    server_type: Mapped[str] = mapped_column(
+        String(200), default="unknown", server_default="unknown"
+    )
+    cpu_arch: Mapped[str] = mapped_column(String(64), default="unknown", server_default="unknown")
+    cpu_model: Mapped[str] = mapped_column(String(200), default="unknown", server_default="unknown")
+    kernel: Mapped[str] = mapped_column(String(200), default="unknown", server_default="unknown")
+    healthy: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    health_note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Where its arms are reached: the Ray node's IP address (None for local CPU sets).
+    address: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    last_seen_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class Quota(Base):
@@ -158,6 +191,16 @@ class Quota(Base):
     __tablename__ = "quotas"
 
     team: Mapped[str] = mapped_column(String(200), primary_key=True)
+    max_hosts: Mapped[int] = mapped_column(Integer)
+
+
+class RegionQuota(Base):
+    """The most hosts a team may hold at once in one region (besides its overall quota)."""
+
+    __tablename__ = "region_quotas"
+
+    team: Mapped[str] = mapped_column(String(200), primary_key=True)
+    region: Mapped[str] = mapped_column(String(100), primary_key=True)
     max_hosts: Mapped[int] = mapped_column(Integer)
 
 
