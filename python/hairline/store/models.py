@@ -150,13 +150,16 @@ class Host(Base):
 
     ``experiment_id`` marks an allocation; it lapses with ``lease_expires_at`` (renewed
     with the experiment's lease), so a dead processor cannot keep hosts forever. The facts
-    that allocation matches on (region, server type, CPU arch, kernel) are columns; all
-    facts are also in ``facts`` (JSON). A host that died mid-trial is ``healthy = False``
-    until its agent registers it again.
+    that allocation matches on or prefers (region, server type, CPU arch, kernel, CPU model,
+    turbo) are columns; all facts are also in ``facts`` (JSON). A host that died mid-trial
+    is ``healthy = False`` until its agent registers it again.
     """
 
     __tablename__ = "hosts"
-    __table_args__ = (Index("ix_hosts_class", "region", "server_type", "cpu_arch", "kernel"),)
+    __table_args__ = (
+        Index("ix_hosts_class", "region", "server_type", "cpu_arch", "kernel"),
+        Index("ix_hosts_team", "team"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
@@ -178,6 +181,8 @@ class Host(Base):
     cpu_arch: Mapped[str] = mapped_column(String(64), default="unknown", server_default="unknown")
     cpu_model: Mapped[str] = mapped_column(String(200), default="unknown", server_default="unknown")
     kernel: Mapped[str] = mapped_column(String(200), default="unknown", server_default="unknown")
+    # "on" | "off" | "unknown": allocation prefers turbo off (ServiceLab section 4.1).
+    turbo: Mapped[str] = mapped_column(String(16), default="unknown", server_default="unknown")
     healthy: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     health_note: Mapped[str | None] = mapped_column(Text, nullable=True)
     # Where its arms are reached: the Ray node's IP address (None for local CPU sets).

@@ -36,11 +36,15 @@ def upgrade() -> None:
         batch.add_column(
             sa.Column("kernel", sa.String(200), nullable=False, server_default="unknown")
         )
+        batch.add_column(
+            sa.Column("turbo", sa.String(16), nullable=False, server_default="unknown")
+        )
         batch.add_column(sa.Column("healthy", sa.Boolean, nullable=False, server_default=sa.true()))
         batch.add_column(sa.Column("health_note", sa.Text, nullable=True))
         batch.add_column(sa.Column("address", sa.String(200), nullable=True))
         batch.add_column(sa.Column("last_seen_at", sa.Float, nullable=True))
         batch.create_index("ix_hosts_class", ["region", "server_type", "cpu_arch", "kernel"])
+        batch.create_index("ix_hosts_team", ["team"])
     with op.batch_alter_table("experiments") as batch:
         batch.add_column(sa.Column("priority", sa.Integer, nullable=False, server_default="0"))
         batch.add_column(sa.Column("region", sa.String(100), nullable=True))
@@ -60,7 +64,8 @@ def downgrade() -> None:
         batch.drop_column("region")
         batch.drop_column("priority")
     with op.batch_alter_table("hosts") as batch:
+        batch.drop_index("ix_hosts_team")
         batch.drop_index("ix_hosts_class")
-        for name in ("last_seen_at", "address", "health_note", "healthy", "kernel", "cpu_model",
-                     "cpu_arch", "server_type", "region"):  # fmt: skip
+        for name in ("last_seen_at", "address", "health_note", "healthy", "turbo", "kernel",
+                     "cpu_model", "cpu_arch", "server_type", "region"):  # fmt: skip
             batch.drop_column(name)
