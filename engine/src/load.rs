@@ -52,6 +52,8 @@ pub enum PaceArg {
 
 /// Replay one open-loop request stream to every target in lockstep.
 #[derive(clap::Args, Debug, Clone)]
+// A negative number is a value for the range checks to name (`--duration -1`), not a flag.
+#[command(allow_negative_numbers = true)]
 pub struct LoadArgs {
     /// A target as NAME=URL (http://host:port[/prefix]); repeat for each arm, in order.
     #[arg(long = "target", value_name = "NAME=URL", required = true)]
@@ -118,6 +120,10 @@ pub struct LoadArgs {
     /// Exit 1 when a validity gate fails.
     #[arg(long)]
     pub strict: bool,
+    /// Check the arguments and the trace as a run would, print nothing and exit 0 (or 2
+    /// with every problem); send nothing. Callers ask this instead of repeating the rules.
+    #[arg(long)]
+    pub check: bool,
     #[arg(long, value_enum, default_value = "rate")]
     pub pace: PaceArg,
     /// --pace recorded: replay speed factor (2 = twice as fast).
@@ -158,6 +164,9 @@ pub enum LoadError {
 
 pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
     let plan = build_plan(&args)?;
+    if args.check {
+        return Ok(ExitCode::SUCCESS);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(LoadError::Signal)?;

@@ -13,8 +13,10 @@ from hairline.engine import (
     REQUEST_DTYPE,
     LoadPlan,
     LoadResult,
+    check_plan,
     find_engine,
     read_requests,
+    run_load,
 )
 from hairline.errors import ConfigError, DataError, EngineError
 
@@ -50,39 +52,57 @@ def test_a_plan_becomes_the_documented_flags():
     assert "--strict" in args and args[-1] == "--control"
 
 
-def test_a_bad_plan_names_every_field_at_once():
+def test_a_bad_plan_is_refused_by_the_engine_with_every_problem_at_once(engine_path: Path):
+    # The rules live in the engine; Python asks it (`load --check`) rather than repeat them.
+    plan = LoadPlan(
+        targets=(("a", "http://127.0.0.1:8"), ("a", "http://127.0.0.1:9"), ("b", "https://x")),
+        paths=("/",),
+        duration_s=-1,
+        rate_per_s=0,
+        warm_urls=("http://y/warm",),
+    )
     with pytest.raises(ConfigError) as err:
-        LoadPlan(
-            targets=(("a", "https://x"), ("a", "http://y")),
-            duration_s=-1,
-            rate_per_s=0,
-            warm_urls=("http://y/warm",),
-        )
+        check_plan(plan, engine=engine_path)
     message = err.value.message
-    for field in (
-        "names must be unique",
-        "not an http://",
-        "paths / trace",
-        "rate_per_s",
-        "duration_s",
-        "warm_urls",
-    ):
-        assert field in message, field
+    for flag in ("--target b=https://x", "used twice", "--rate 0", "--duration -1", "--warm-url"):
+        assert flag in message, (flag, message)
+    assert err.value.hint
 
 
-def test_a_plan_beyond_the_engines_limits_is_refused_before_it_runs():
+def test_a_plan_beyond_the_engines_limits_is_refused_before_it_runs(engine_path: Path):
+    plan = LoadPlan(
+        targets=(("a", "http://127.0.0.1:9"),),
+        paths=("/",),
+        rate_per_s=1e12,
+        duration_s=1e12,
+        timeout_ms=10**12,
+    )
     with pytest.raises(ConfigError) as err:
-        LoadPlan(
-            targets=(("a", "http://y"),),
-            paths=("/",),
-            rate_per_s=1e12,
-            duration_s=1e12,
-            timeout_ms=10**12,
-        )
+        check_plan(plan, engine=engine_path)
     message = err.value.message
-    assert "rate_per_s: the engine schedules at most 1000000 requests per second" in message
-    assert "duration_s: at most 604800 seconds" in message
-    assert "timeout_ms: at most 3600000" in message
+    assert "--rate 1000000000000: the engine schedules at most 1000000 requests" in message
+    assert "--duration 1000000000000: at most 604800 seconds" in message
+    assert "--timeout-ms 1000000000000" in message
+
+
+def test_a_good_plan_passes_the_check_and_nothing_is_sent(engine_path: Path, tmp_path: Path):
+    # Port 9 on loopback has no listener: a check that sent anything would fail to connect.
+    plan = LoadPlan(
+        targets=(("a", "http://127.0.0.1:9"),),
+        paths=("/",),
+        rate_per_s=1000,
+        duration_s=1,
+        summary_path=tmp_path / "summary.json",
+    )
+    check_plan(plan, engine=engine_path)
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_a_refused_run_is_a_config_error_not_an_engine_failure(engine_path: Path):
+    plan = LoadPlan(targets=(("a", "http://127.0.0.1:9"),), paths=("/",), rate_per_s=0,
+                    duration_s=1)  # fmt: skip
+    with pytest.raises(ConfigError, match="--rate"):
+        run_load(plan, engine=engine_path)
 
 
 def test_find_engine_explains_a_wrong_environment(monkeypatch, tmp_path):

@@ -13,7 +13,7 @@ docs/engine.md documents the flags, the summary fields and the binary record lay
 from __future__ import annotations
 
 from hairline.engine.controlled import ControlledLoad
-from hairline.engine.plan import MAX_MS, MAX_PHASE_S, MAX_RATE_PER_S, LoadPlan
+from hairline.engine.plan import LoadPlan
 from hairline.engine.records import REQUEST_DTYPE, read_requests
 from hairline.engine.results import (
     EndpointResult,
@@ -24,13 +24,17 @@ from hairline.engine.results import (
     LoadResult,
     TargetResult,
 )
-from hairline.engine.run import ENGINE_NAME, find_engine, measure, run_load, warm_up
+from hairline.engine.run import (
+    ENGINE_NAME,
+    check_plan,
+    find_engine,
+    measure,
+    run_load,
+    warm_up,
+)
 
 __all__ = [
     "ENGINE_NAME",
-    "MAX_MS",
-    "MAX_PHASE_S",
-    "MAX_RATE_PER_S",
     "REQUEST_DTYPE",
     "ControlledLoad",
     "EndpointResult",
@@ -41,6 +45,7 @@ __all__ = [
     "LoadPlan",
     "LoadResult",
     "TargetResult",
+    "check_plan",
     "find_engine",
     "measure",
     "read_requests",

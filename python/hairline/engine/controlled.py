@@ -17,7 +17,13 @@ from typing import IO
 
 from hairline.engine.plan import LoadPlan
 from hairline.engine.results import IntervalStats, LoadResult
-from hairline.engine.run import EXIT_INVALID, find_engine, read_summary, with_summary
+from hairline.engine.run import (
+    EXIT_INVALID,
+    engine_failure,
+    find_engine,
+    read_summary,
+    with_summary,
+)
 from hairline.errors import ConfigError, EngineError
 
 _DONE = object()
@@ -140,10 +146,7 @@ class ControlledLoad:
         try:
             assert self._summary_path is not None
             if returncode not in (0, EXIT_INVALID) or not self._summary_path.exists():
-                raise EngineError(
-                    f"hairline-engine load failed (exit {returncode}):\n{stderr.strip()}",
-                    hint="the message above names the flag, file or target at fault",
-                )
+                raise engine_failure(returncode, stderr)
             self._result = read_summary(self._summary_path, stderr, self._plan.requests_path)
             return self._result
         finally:

@@ -1,24 +1,19 @@
-"""The load plan: what one ``hairline-engine load`` run is asked to do, checked before it starts."""
+"""The load plan: what one ``hairline-engine load`` run is asked to do, as its flags.
+
+The rules a plan must follow (rates, limits, URLs, warm-up URLs) live in one place, the
+engine (``engine/src/load.rs``); :func:`hairline.engine.check_plan` asks it with
+``load --check`` instead of repeating them here.
+"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hairline.errors import ConfigError
-
 Arrival = Literal["constant", "poisson"]
 Pace = Literal["rate", "recorded", "ordered"]
-
-#: The engine's limits (docs/engine.md): requests per second per target, seconds per phase,
-#: milliseconds of a timeout or an interval.
-#: milliseconds of a timeout or an interval.
-MAX_RATE_PER_S = 1_000_000
-MAX_PHASE_S = 604_800
-MAX_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -71,7 +66,6 @@ class LoadPlan:
                 object.__setattr__(self, name, tuple(f"{k}={v}" for k, v in value.items()))
             else:
                 object.__setattr__(self, name, tuple(value))
-        _validate_plan(self)
 
     def to_args(self, *, control: bool = False) -> list[str]:
         """The ``load`` subcommand's arguments (without the program name)."""
@@ -124,58 +118,3 @@ class LoadPlan:
 
 def _num(x: float) -> str:
     return repr(float(x)) if not float(x).is_integer() else str(int(x))
-
-
-def _validate_plan(plan: LoadPlan) -> None:
-    problems: list[str] = []
-    if not plan.targets:
-        problems.append("targets: give at least one (name, url) pair")
-    names = [name for name, _ in plan.targets]
-    if len(set(names)) != len(names):
-        problems.append(f"targets: names must be unique, got {names}")
-    for name, url in plan.targets:
-        if not url.startswith("http://"):
-            problems.append(f"targets[{name!r}]: {url!r} is not an http:// URL")
-    if (plan.trace is None) == (not plan.paths):
-        problems.append("paths / trace: give exactly one of them")
-    if plan.pace != "recorded" and plan.rate_per_s is None:
-        problems.append("rate_per_s: required unless pace='recorded'")
-    if plan.rate_per_s is not None and not (math.isfinite(plan.rate_per_s) and plan.rate_per_s > 0):
-        problems.append(f"rate_per_s: expected a positive number, got {plan.rate_per_s}")
-    for name in ("rate_per_s", "warmup_rate_per_s"):
-        rate = getattr(plan, name)
-        if rate is not None and rate > MAX_RATE_PER_S:
-            problems.append(
-                f"{name}: the engine schedules at most {MAX_RATE_PER_S} requests per second "
-                f"per target, got {rate:g}"
-            )
-    if not (math.isfinite(plan.duration_s) and plan.duration_s >= 0):
-        problems.append(f"duration_s: expected seconds >= 0, got {plan.duration_s}")
-    for name in ("duration_s", "warmup_duration_s", "warm_timeout_s"):
-        if getattr(plan, name) > MAX_PHASE_S:
-            problems.append(f"{name}: at most {MAX_PHASE_S} seconds, got {getattr(plan, name):g}")
-    for name in ("timeout_ms", "interval_ms"):
-        if getattr(plan, name) > MAX_MS:
-            problems.append(f"{name}: at most {MAX_MS}, got {getattr(plan, name)}")
-    named = [u for u in plan.warm_urls if not u.startswith("http")]
-    if named and len(named) != len(plan.warm_urls):
-        problems.append("warm_urls: use plain URLs or 'name=url' strings, not both")
-    elif named:
-        unknown = [u for u in named if u.split("=", 1)[0] not in names]
-        if unknown:
-            problems.append(f"warm_urls: {unknown} do not start with a target name and '='")
-    elif plan.warm_urls and len(plan.warm_urls) != len(plan.targets):
-        problems.append(
-            f"warm_urls: give one per target ({len(plan.targets)}), got {len(plan.warm_urls)}; "
-            "or 'name=url' for the targets that have one"
-        )
-    for name in ("connections", "max_in_flight", "timeout_ms", "interval_ms"):
-        if getattr(plan, name) < 1:
-            problems.append(f"{name}: expected at least 1, got {getattr(plan, name)}")
-    if not 0 <= plan.spin_us <= 1_000_000:
-        problems.append(f"spin_us: expected 0 to 1000000 microseconds, got {plan.spin_us}")
-    if problems:
-        raise ConfigError(
-            "invalid load plan: " + "; ".join(problems),
-            hint="see docs/engine.md for what each field means",
-        )

@@ -20,7 +20,9 @@ from hairline.errors import ConfigError, EngineError
 from hairline.procs import child_setup
 
 ENGINE_NAME = "hairline-engine"
-EXIT_INVALID = 1
+EXIT_INVALID = 1  # a run whose validity gate failed under --strict
+EXIT_REFUSED = 2  # the engine refused its arguments or input, before sending anything
+_REFUSAL_PREFIX = "invalid arguments:"
 
 
 def find_engine() -> Path:
@@ -43,6 +45,41 @@ def find_engine() -> Path:
     raise EngineError(
         f"{ENGINE_NAME} not found (looked at $HAIRLINE_ENGINE, {beside_python.parent}, PATH)",
         hint="run `pip install .` (or `make build`), or set HAIRLINE_ENGINE to the binary",
+    )
+
+
+def check_plan(plan: LoadPlan, *, engine: Path | None = None, timeout_s: float = 60) -> None:
+    """Ask the engine whether it would run ``plan`` (``load --check``: its flags and its
+    whole trace, nothing sent); raise :class:`ConfigError` with every problem it names.
+    The rules live in the engine alone, so this is the one way to check a plan early."""
+    binary = engine or find_engine()
+    command = [str(binary), *plan.to_args(), "--check"]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as err:
+        raise EngineError(
+            f"hairline-engine load --check did not finish within {timeout_s:.0f} s",
+            hint="a very large trace takes long to read; check it with `hairline trace stats`",
+        ) from err
+    except OSError as err:
+        raise EngineError(f"cannot run {binary}: {err}") from err
+    if proc.returncode != 0:
+        raise engine_failure(proc.returncode, proc.stderr)
+
+
+def engine_failure(returncode: int, stderr: str) -> ConfigError | EngineError:
+    """The error for an engine that exited before running: the plan's problems as a
+    :class:`ConfigError` when it refused them, else an :class:`EngineError`."""
+    text = stderr.strip().removeprefix(f"{ENGINE_NAME}:").strip().removeprefix("error:").strip()
+    if returncode == EXIT_REFUSED and text.startswith(_REFUSAL_PREFIX):
+        problems = [line.strip().removeprefix("- ") for line in text.splitlines()[1:]]
+        return ConfigError(
+            "invalid load plan: " + "; ".join(p for p in problems if p),
+            hint="each problem names the engine flag at fault; docs/engine.md explains them",
+        )
+    return EngineError(
+        f"hairline-engine load failed (exit {returncode}):\n{stderr.strip()}",
+        hint="the message above names the flag, file or target at fault",
     )
 
 
@@ -81,10 +118,7 @@ def run_load(
         except OSError as err:
             raise EngineError(f"cannot run {binary}: {err}") from err
         if proc.returncode not in (0, EXIT_INVALID) or not summary_path.exists():
-            raise EngineError(
-                f"hairline-engine load failed (exit {proc.returncode}):\n{proc.stderr.strip()}",
-                hint="the message above names the flag, file or target at fault",
-            )
+            raise engine_failure(proc.returncode, proc.stderr)
         return read_summary(summary_path, proc.stderr, plan.requests_path)
 
 
