@@ -100,3 +100,83 @@ def test_one_round_names_type_errors_checks_misspelt_metrics_models_and_the_trac
     assert "arms.B.path: 'missing-folder': no such folder" in message
     assert "analysis.model: unknown model 'welch-nope'" in message
     assert "trace: 'trace.jsonl' does not start as a trace" in message
+
+
+THREE_ARMS = """\
+[arms.production]
+[arms.parent]
+baseline = "production"
+[arms.change]
+baseline = "parent"
+"""
+
+
+def three_sided(tmp_path: Path, arms: str = THREE_ARMS) -> Path:
+    path = experiment(tmp_path, "duration_s = 2", "")
+    path.write_text(path.read_text().replace("[arms.A]\n[arms.B]\n", arms))
+    return path
+
+
+def test_a_three_sided_experiment_compares_each_arm_with_the_one_it_names(
+    tmp_path: Path,
+) -> None:
+    config = load_experiment(three_sided(tmp_path))
+    assert config.baseline_arm == "production"
+    assert config.comparisons == {"parent": "production", "change": "parent"}
+    # Its A/A runs production's build on every arm, and compares the same pairs.
+    aa = config.as_aa()
+    assert aa.comparisons == config.comparisons
+    assert {arm.args == config.arms["production"].args for arm in aa.arms.values()} == {True}
+
+
+def test_without_arm_baselines_every_arm_is_compared_with_the_experiment_baseline(
+    tmp_path: Path,
+) -> None:
+    config = load_experiment(three_sided(tmp_path, "[arms.A]\n[arms.B]\n[arms.C]\n"))
+    assert config.comparisons == {"B": "A", "C": "A"}
+
+
+@pytest.mark.parametrize(
+    ("arms", "words"),
+    [
+        (
+            '[arms.production]\n[arms.parent]\n[arms.change]\nbaseline = "parnet"\n',
+            ["arms.change.baseline: 'parnet' is not an arm", "use one of production, parent"],
+        ),
+        (
+            '[arms.production]\n[arms.change]\nbaseline = "change"\n',
+            ["arms.change.baseline: an arm cannot be its own baseline"],
+        ),
+        (
+            '[arms.production]\nbaseline = "change"\n[arms.change]\n',
+            [
+                "arms.production.baseline: 'production' is the experiment's baseline",
+                "baseline = 'change' at the top",
+            ],
+        ),
+        (
+            '[arms.production]\n[arms.a]\nbaseline = "b"\n[arms.b]\nbaseline = "a"\n',
+            [
+                "arms.a.baseline: the baselines go round in a circle (a -> b -> a)",
+                "compare one of these arms with 'production'",
+            ],
+        ),
+    ],
+)
+def test_bad_arm_baselines_are_named_with_their_line_and_fix(
+    tmp_path: Path, arms: str, words: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(three_sided(tmp_path, arms))
+    text = str(caught.value)
+    assert "experiment.toml:" in text
+    for word in words:
+        assert word in text, text
+
+
+def test_the_three_sided_example_is_valid() -> None:
+    from hairline.lab.files import load_experiment_file
+
+    example = Path(__file__).parents[1] / "examples" / "sample-service" / "three-sided.toml"
+    config = load_experiment_file(example)
+    assert config.comparisons == {"parent": "production", "change": "parent"}

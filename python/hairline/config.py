@@ -212,6 +212,10 @@ class ArmConfig(_Model):
     repo: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # The arm this one is compared with (default: the experiment's baseline). A
+    # three-sided experiment (ServiceLab section 3.5) compares the change with its parent
+    # and the parent with production: [arms.change] baseline = "parent".
+    baseline: str | None = None
 
 
 class LoadConfig(_Model):
@@ -280,6 +284,12 @@ class ExperimentConfig(_Model):
     def baseline_arm(self) -> str:
         return self.baseline or next(iter(self.arms))
 
+    @property
+    def comparisons(self) -> dict[str, str]:
+        """Each candidate arm and the arm it is compared with, in the file's arm order."""
+        root = self.baseline_arm
+        return {name: arm.baseline or root for name, arm in self.arms.items() if name != root}
+
     def policies(self) -> dict[str, MetricPolicy]:
         """Every metric's policy: the service file's, and for the built-in metrics it does
         not name, the default threshold in the metric's own direction."""
@@ -294,7 +304,12 @@ class ExperimentConfig(_Model):
     def as_aa(self) -> ExperimentConfig:
         """The A/A form: every arm is the baseline (same build, same arguments)."""
         base = self.arms[self.baseline_arm]
-        return self.model_copy(update={"arms": dict.fromkeys(self.arms, base)})
+        # The same comparisons as the A/B, so an A/A checks the pairs the A/B will judge.
+        arms = {
+            name: base.model_copy(update={"baseline": arm.baseline})
+            for name, arm in self.arms.items()
+        }
+        return self.model_copy(update={"arms": arms})
 
 
 # A check of a layer above config (the lab's: model names, the trace's first lines), run in
@@ -504,6 +519,47 @@ def _check_experiment(config: ExperimentConfig, path: Path, text: str, problems:
     if config.baseline is not None and config.baseline not in config.arms:
         exp(("baseline",), f"{config.baseline!r} is not an arm",
             f"use one of {', '.join(config.arms)}")  # fmt: skip
+    else:
+        _check_arm_baselines(config, exp)
+
+
+def _check_arm_baselines(config: ExperimentConfig, exp: Report) -> None:
+    """Every ``[arms.X] baseline`` names another arm, and following them from any arm
+    leads to the experiment's baseline (no arm is compared with itself, no cycle)."""
+    root = config.baseline_arm
+    for name, arm in config.arms.items():
+        if arm.baseline is None:
+            continue
+        others = [a for a in config.arms if a != name]
+        if name == root:
+            fix = "drop this line"
+            if others:
+                fix += f", or make another arm the baseline: baseline = {others[0]!r} at the top"
+            message = f"{name!r} is the experiment's baseline, so it is compared with nothing"
+            exp(("arms", name, "baseline"), message, fix)
+        elif arm.baseline == name:
+            exp(("arms", name, "baseline"), "an arm cannot be its own baseline",
+                f"use one of {', '.join(others)}")  # fmt: skip
+        elif arm.baseline not in config.arms:
+            exp(("arms", name, "baseline"), f"{arm.baseline!r} is not an arm",
+                f"use one of {', '.join(others)}")  # fmt: skip
+    for name in config.arms:
+        seen = [name]
+        current = name
+        while current != root:
+            named = config.arms[current].baseline
+            nxt = root if named is None else named
+            if nxt not in config.arms or nxt == current:
+                break  # reported above
+            if nxt in seen:
+                cycle = " -> ".join([*seen[seen.index(nxt) :], nxt])
+                exp(("arms", name, "baseline"),
+                    f"the baselines go round in a circle ({cycle}) and never reach "
+                    f"the experiment's baseline {root!r}",
+                    f"compare one of these arms with {root!r}")  # fmt: skip
+                return
+            seen.append(nxt)
+            current = nxt
 
 
 def _template_fields(template: str) -> list[tuple[str, str]]:

@@ -1,8 +1,10 @@
-"""The durable queue: one owner per experiment at a time, leases that lapse, takeover."""
+"""The durable queue: one owner per experiment at a time, leases that lapse, takeover; the
+claim order (priority, then the team furthest below its quota share, then age)."""
 
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from sqlalchemy import select
 
 from hairline.config import ExperimentConfig, load_experiment
 from hairline.errors import HairlineError
+from hairline.hosts.inventory import set_quota
 from hairline.lab.queue import (
     Cancelled,
     LeaseKeeper,
@@ -22,7 +25,7 @@ from hairline.lab.queue import (
     transition,
 )
 from hairline.store.db import Store, open_store
-from hairline.store.models import Arm, Experiment, Trial
+from hairline.store.models import Arm, Experiment, Host, Service, Trial
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
 
@@ -117,6 +120,97 @@ def test_the_oldest_waiting_experiment_goes_first(store: Store, config: Experime
     second = enqueue(store, config, clock=clock)
     assert claim(store, "p1", lease_s=30, clock=clock) == first
     assert claim(store, "p2", lease_s=30, clock=clock) == second
+
+
+def test_a_higher_priority_goes_before_an_older_experiment(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    old = enqueue(store, config, clock=clock)
+    clock.now += 1
+    urgent = enqueue(store, config.model_copy(update={"priority": 5}), clock=clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == urgent
+    assert claim(store, "p2", lease_s=30, clock=clock) == old
+
+
+def _hold(store: Store, team: str, hosts: int, clock: FakeClock) -> None:
+    """``team`` holds ``hosts`` test machines for an experiment of its own."""
+    with store.transaction() as session:
+        service = session.scalars(select(Service)).first()
+        assert service is not None
+        holder = Experiment(
+            service_id=service.id, kind="ab", team=team, phase="running", spec="{}",
+            source_file="", artifacts_dir="", progress="", created_at=0.0, updated_at=0.0,
+            claims=1, cancel_requested=False, lease_owner="other",
+            lease_expires_at=clock.now + 300,
+        )  # fmt: skip
+        session.add(holder)
+        session.flush()
+        for i in range(hosts):
+            session.add(
+                Host(name=f"{team}-node{i}", backend="ray", machine=f"{team}-node{i}", cpus="0",
+                     facts="{}", enabled=True, experiment_id=holder.id, team=team,
+                     allocated_at=clock.now, lease_expires_at=clock.now + 300)
+            )  # fmt: skip
+
+
+def test_the_team_furthest_below_its_quota_share_goes_first_then_age(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    busy = enqueue(store, config.model_copy(update={"team": "busy"}), clock=clock)
+    clock.now += 1
+    idle = enqueue(store, config.model_copy(update={"team": "idle"}), clock=clock)
+    clock.now += 1
+    busy_too = enqueue(store, config.model_copy(update={"team": "busy"}), clock=clock)
+    set_quota(store, "busy", 10)
+    set_quota(store, "idle", 10)
+    _hold(store, "busy", 6, clock)
+    _hold(store, "idle", 2, clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == idle
+    assert claim(store, "p1", lease_s=30, clock=clock) == busy
+    assert claim(store, "p1", lease_s=30, clock=clock) == busy_too
+
+
+def test_a_processor_passes_over_experiments_it_saw_waiting(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    first = enqueue(store, config, clock=clock)
+    second = enqueue(store, config, clock=clock)
+    assert claim(store, "p1", lease_s=30, clock=clock, skip={first}) == second
+    assert claim(store, "p1", lease_s=30, clock=clock, skip={first, second}) is None
+
+
+def test_eight_concurrent_processors_claim_each_experiment_once(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    ids = [
+        enqueue(store, config.model_copy(update={"team": f"t{i % 3}"}), clock=clock)
+        for i in range(24)
+    ]
+    barrier = threading.Barrier(8)
+    claimed: list[int] = []
+    lock = threading.Lock()
+
+    def processor(n: int) -> None:
+        barrier.wait()
+        misses = 0
+        while misses < 3:  # on SQLite a lost compare-and-set is a miss, not the end
+            got = claim(store, f"p{n}", lease_s=300, clock=clock)
+            if got is None:
+                misses += 1
+                continue
+            with lock:
+                claimed.append(got)
+
+    threads = [threading.Thread(target=processor, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(claimed) == sorted(ids)
 
 
 def test_a_queued_experiment_is_cancelled_at_once_and_never_claimed(

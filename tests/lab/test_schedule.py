@@ -29,6 +29,12 @@ def test_request_balanced_alternates_hosts_between_trials() -> None:
     assert all(b.batch == 0 for b in batches)
 
 
+def test_pinned_keeps_every_arm_on_its_own_host_for_hardware_mode() -> None:
+    batches = schedule(("xeon", "epyc"), trials=3, design="pinned")
+    assert [(b.trial, b.batch) for b in batches] == [(0, 0), (1, 0), (2, 0)]
+    assert {b.arm_on_host for b in batches} == {("xeon", "epyc")}
+
+
 @pytest.mark.parametrize(
     ("arms", "trials", "design", "message"),
     [

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.config import ExperimentConfig
-from hairline.hosts.inventory import ensure_local_hosts, inventory, set_quota
+from hairline.hosts.inventory import ensure_local_hosts, inventory, region_quotas, set_quota
 from hairline.lab.demo import demo_config
 from hairline.lab.files import load_experiment_file
 from hairline.lab.processor import Event, ProcessorOptions, process_experiment, process_next
@@ -73,6 +73,11 @@ def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--check", is_flag=True, help="Validate the files and stop.")(fn)
     fn = click.option(
+        "--priority", type=click.IntRange(-1000, 1000), default=None,
+        help="Higher is claimed first by the lab's processors (default: the file's "
+        "priority, else 0).",
+    )(fn)  # fmt: skip
+    fn = click.option(
         "--no-process", is_flag=True,
         help="Only enqueue; a `hairline lab process` elsewhere runs it (then wait for it).",
     )(fn)  # fmt: skip
@@ -117,9 +122,8 @@ class _Display:
 
     def __init__(self, out: Console, config: ExperimentConfig) -> None:
         self.out = out
-        self.batches = config.design.planned_trials * len(
-            config.arms if config.design.name == "fully-balanced" else [0]
-        )
+        rotates = config.design.name == "fully-balanced" and config.design.mode != "hardware"
+        self.batches = config.design.planned_trials * len(config.arms if rotates else [0])
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(),
             TextColumn("{task.completed}/{task.total} batches"), TimeElapsedColumn(),
@@ -270,12 +274,15 @@ def _lab_command(kind: str) -> Callable[..., None]:
         no_wait: bool,
         lease_s: float,
         cpus_per_host: int | None,
+        priority: int | None,
         json_path: Path | None,
         markdown_path: Path | None,
         html_path: Path | None,
     ) -> None:
         out = console(json_path, markdown_path)
         config = load_experiment_file(file)
+        if priority is not None:
+            config = config.model_copy(update={"priority": priority})
         if check:
             out.print(
                 f"{_esc(str(file))}: ok ({config.service.name}, arms "
@@ -463,15 +470,20 @@ def process(
     options = ProcessorOptions(
         owner=owner, lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=on_event
     )
+    # Experiments that had to wait for hosts in this round: the ones behind them in the
+    # claim order get their turn before the next round starts from the front again.
+    waited: set[int] = set()
     try:
         while True:
-            experiment_id, outcome = process_next(store, options)
+            experiment_id, outcome = process_next(store, options, skip=waited)
             if experiment_id is not None:
                 out.print(f"#{experiment_id}: {outcome}")
-                if outcome != "waiting":
-                    continue
+                if outcome == "waiting":
+                    waited.add(experiment_id)
+                continue
             if once:
                 break
+            waited.clear()
             time.sleep(poll_s)
     except _Shutdown:
         out.print("stopping: arms stopped; held experiments will be taken over")
@@ -482,15 +494,22 @@ def process(
 @lab.command()
 @click.argument("team")
 @click.argument("max_hosts", type=click.IntRange(0))
+@click.option("--region", help="The quota in this region only (default: over all regions).")
 @_store_options
-def quota(team: str, max_hosts: int, db_url: str | None, home: Path) -> None:
-    """Set the most hosts TEAM may hold at once."""
+def quota(team: str, max_hosts: int, region: str | None, db_url: str | None, home: Path) -> None:
+    """Set the most hosts TEAM may hold at once, overall or in one --region.
+
+    An experiment's hosts all come from one region: the one where its team has the most
+    quota left (its region quota, never more than its overall quota). A team without a
+    quota may use every host.
+    """
     store = open_store(db_url, home=home)
     try:
-        set_quota(store, team, max_hosts)
+        set_quota(store, team, max_hosts, region=region)
     finally:
         store.close()
-    console().print(f"team {_esc(team)}: at most {max_hosts} hosts at once")
+    where = f" in region {_esc(region)}" if region is not None else ""
+    console().print(f"team {_esc(team)}: at most {max_hosts} hosts at once{where}")
 
 
 @lab.command()
@@ -498,31 +517,42 @@ def quota(team: str, max_hosts: int, db_url: str | None, home: Path) -> None:
 @click.option("--cpus-per-host", type=click.IntRange(1))
 @click.option("--json", "as_json", is_flag=True)
 def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bool) -> None:
-    """The host inventory (this machine's CPU sets), their facts and allocations."""
+    """The host inventory (this machine's CPU sets and the test machines that joined):
+    their class, health and allocation, and the teams' quotas."""
     store = open_store(db_url, home=home)
     try:
         layout = ensure_local_hosts(store, cpus_per_host=cpus_per_host)
         rows, quotas = inventory(store)
+        regional = region_quotas(store)
     finally:
         store.close()
     if as_json:
         click.echo(json.dumps({"hosts": rows, "engine_cpus": layout.engine_cpus,
-                               "quotas": quotas}, indent=2))  # fmt: skip
+                               "quotas": quotas, "region_quotas": regional}, indent=2))  # fmt: skip
         return
     table = Table(title=f"hosts (engine on CPUs {list(layout.engine_cpus) or 'shared'})")
-    for col in ("name", "cpus", "enabled", "allocated to", "cpu model", "kernel", "turbo"):
+    for col in ("name", "backend", "region", "server type", "arch", "cpu model", "kernel",
+                "turbo", "cpus", "state", "allocated to"):  # fmt: skip
         table.add_column(col)
     for r in rows:
-        f = r["facts"]
+        state = "enabled" if r["enabled"] else "disabled"
+        if not r["healthy"]:
+            state = "unhealthy" + (f": {r['health_note']}" if r["health_note"] else "")
         table.add_row(
-            r["name"], r["cpus"], str(r["enabled"]),
-            f"#{r['experiment']} ({r['team']})" if r["experiment"] else "",
-            f.get("cpu_model", ""), f.get("kernel", ""), f.get("turbo", ""),
+            _esc(r["name"]), r["backend"], _esc(r["region"]), _esc(r["server_type"]),
+            _esc(r["cpu_arch"]), _esc(r["cpu_model"]), _esc(r["kernel"]), r["turbo"],
+            r["cpus"], _esc(state),
+            f"#{r['experiment']} ({_esc(r['team'] or '')})" if r["experiment"] else "",
         )  # fmt: skip
     out = console()
     out.print(table)
-    if quotas:
-        out.print("quotas: " + ", ".join(f"{t} {n}" for t, n in quotas.items()))
+    if quotas or regional:
+        teams = sorted({*quotas, *regional})
+        out.print("quotas: " + "; ".join(
+            f"{t} " + ", ".join(
+                ([f"{quotas[t]} overall"] if t in quotas else [])
+                + [f"{n} in {r}" for r, n in sorted(regional.get(t, {}).items())]
+            ) for t in teams))  # fmt: skip
 
 
 @main.command()

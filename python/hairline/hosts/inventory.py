@@ -39,6 +39,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from hairline.config import ExperimentConfig
 from hairline.errors import HostsUnavailable
 from hairline.hosts.facts import probe_facts
 from hairline.hosts.similar import (
@@ -67,6 +68,7 @@ __all__ = [
     "parse_cpus",
     "region_quotas",
     "release_hosts",
+    "requirements_for",
     "set_quota",
     "team_usage",
 ]
@@ -214,6 +216,22 @@ def _lock_quotas(session: Session, team: str) -> tuple[int | None, dict[str, int
     return overall, {str(region): int(n) for region, n in regional}
 
 
+def requirements_for(
+    config: ExperimentConfig,
+    arm_names: Sequence[str],
+    cov: Mapping[tuple[str, str], float] | None = None,
+) -> Requirements:
+    """What ``config`` asks of its hosts: in hardware mode each arm's host class (in
+    ``arm_names`` order), and the CoV above which a CPU model or kernel is avoided."""
+    arms: tuple[dict[str, str], ...] = ()
+    if config.design.mode == "hardware":
+        arms = tuple(
+            hosts.facts() if (hosts := config.arms[name].hosts) is not None else {}
+            for name in arm_names
+        )
+    return Requirements(arms=arms, max_cov=config.hosts.cov_limit, cov=dict(cov or {}))
+
+
 def _group_facts(host: Host) -> dict[str, str]:
     return {f: str(getattr(host, f)) for f in GROUP_FACTS}
 
@@ -245,6 +263,8 @@ def allocate(
         overall, regional = _lock_quotas(session, team)
         pool = session.scalar(select(func.count()).select_from(Host).where(*_enabled(backend)))
         _never(team, count, overall, pool or 0, backend)
+        if backend == LOCAL_BACKEND and requirements.hardware:
+            _local_classes_exist(session, requirements)
         mine = session.scalars(
             select(Host).where(Host.experiment_id == experiment_id).order_by(Host.id)
         ).all()
@@ -304,6 +324,24 @@ def _never(team: str, count: int, overall: int | None, pool: int, backend: str) 
             f"the {backend} backend has {pool} hosts; the experiment needs {count}",
             hint="join more test machines with `hairline agent start`, or run fewer arms",
         )
+
+
+def _local_classes_exist(session: Session, requirements: Requirements) -> None:
+    """Hardware mode on this machine's CPU sets: every arm's class must be here, or the
+    experiment would wait for hosts that can never come."""
+    for facts in requirements.arms:
+        found = session.scalar(
+            select(func.count())
+            .select_from(Host)
+            .where(*_enabled(LOCAL_BACKEND), *(getattr(Host, k) == v for k, v in facts.items()))
+        )
+        if not found:
+            wanted = ", ".join(f"{k} {v!r}" for k, v in facts.items())
+            raise HostsUnavailable(
+                f"no host of this machine has {wanted}; hardware mode compares machines",
+                hint="run it on test machines of each class (docs/scale-out.md), or name "
+                "facts this machine has ([arms.X] hosts; `hairline lab hosts` lists them)",
+            )
 
 
 def _held_by_region(session: Session, team: str, experiment_id: int, now: float) -> dict[str, int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+from collections.abc import Collection
 from pathlib import Path
 
 from sqlalchemy import delete, select, update
@@ -27,6 +28,7 @@ from hairline.hosts.inventory import (
     allocate,
     ensure_local_hosts,
     release_hosts,
+    requirements_for,
 )
 from hairline.lab.build import BuildResult, BuildSpec, Source, build
 from hairline.lab.context import Context, Event, ProcessorOptions
@@ -58,9 +60,14 @@ __all__ = ["Event", "Outcome", "ProcessorOptions", "process_experiment", "proces
 Outcome = str  # "done" | "failed" | "waiting" | "lost" | "none"
 
 
-def process_next(store: Store, options: ProcessorOptions) -> tuple[int | None, Outcome]:
-    """Claim the next claimable experiment and work on it until it ends or must wait."""
-    experiment_id = claim(store, options.owner, lease_s=options.lease_s, clock=options.clock)
+def process_next(
+    store: Store, options: ProcessorOptions, *, skip: Collection[int] = ()
+) -> tuple[int | None, Outcome]:
+    """Claim the next claimable experiment (passing over ``skip``, those that just had to
+    wait for hosts) and work on it until it ends or must wait."""
+    experiment_id = claim(
+        store, options.owner, lease_s=options.lease_s, clock=options.clock, skip=skip
+    )
     if experiment_id is None:
         return None, "none"
     return experiment_id, _work(store, experiment_id, options)
@@ -161,6 +168,7 @@ def _advance(ctx: Context) -> Outcome:
             got = allocate(
                 ctx.store, ctx.id, ctx.row.team, len(ctx.arm_names),
                 lease_s=ctx.options.lease_s, clock=ctx.options.clock,
+                requirements=requirements_for(ctx.config, ctx.arm_names),
             )  # fmt: skip
         except HostsUnavailable:
             raise

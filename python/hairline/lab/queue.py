@@ -6,10 +6,14 @@ when the experiment ends or must wait. Every write that moves an experiment is c
 on the writer still holding the lease, so a processor that lost its lease (it stalled, or
 was presumed dead) cannot overwrite the work of the one that took over.
 
-The claim is a compare-and-set ``UPDATE ... WHERE lease is free``, checked by its row
-count; on PostgreSQL the candidate row is first selected ``FOR UPDATE SKIP LOCKED`` so that
-concurrent processors do not queue on one row. The same statements run on SQLite, where
-the database's single writer gives the same guarantee.
+Which experiment is claimed next: the highest priority first, then, among teams, the one
+furthest below its quota share, then the oldest (``hosts/fairness.py`` decides the order
+from the claimable experiments grouped by priority and team, and the hosts each team
+holds). The claim is a compare-and-set ``UPDATE ... WHERE lease is free``, checked by its
+row count; on PostgreSQL the candidate row is first selected ``FOR UPDATE SKIP LOCKED`` so
+that concurrent processors do not queue on one row but take the next of the same team.
+The same statements run on SQLite, where the database's single writer gives the same
+guarantee.
 """
 
 from __future__ import annotations
@@ -19,16 +23,17 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
-from hairline.hosts.inventory import release_hosts
+from hairline.hosts.fairness import Waiter, claim_order
+from hairline.hosts.inventory import release_hosts, team_usage
 from hairline.store.db import Store
 from hairline.store.models import (
     ACTIVE_PHASES,
@@ -134,6 +139,7 @@ def enqueue(
             service_id=service.id,
             kind=kind,
             team=config.team,
+            priority=config.priority,
             phase="queued",
             spec=config.model_dump_json(),
             source_file=config.source,
@@ -173,7 +179,7 @@ def enqueue(
         return experiment.id
 
 
-def _free(now: float) -> object:
+def _free(now: float) -> ColumnElement[bool]:
     return or_(Experiment.lease_expires_at.is_(None), Experiment.lease_expires_at < now)
 
 
@@ -184,25 +190,27 @@ def claim(
     lease_s: float,
     clock: Clock = time.time,
     experiment_id: int | None = None,
+    skip: Collection[int] = (),
 ) -> int | None:
-    """Claim the oldest claimable experiment (or ``experiment_id``); its id, or None."""
+    """Claim the next claimable experiment in the claim order (or ``experiment_id``),
+    passing over those in ``skip``; its id, or None.
+
+    A processor whose experiment must wait for hosts passes it in ``skip`` on its next
+    claims, so that the experiments behind it may try for hosts meanwhile.
+    """
     now = clock()
     with store.transaction() as session:
-        query = (
-            select(Experiment.id)
-            .where(Experiment.phase.in_(ACTIVE_PHASES), _free(now))  # type: ignore[arg-type]
-            .order_by(Experiment.updated_at, Experiment.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        )
+        claimable = [Experiment.phase.in_(ACTIVE_PHASES), _free(now)]
         if experiment_id is not None:
-            query = query.where(Experiment.id == experiment_id)
-        found = session.scalar(query)
+            claimable.append(Experiment.id == experiment_id)
+        if skip:
+            claimable.append(Experiment.id.not_in(list(skip)))
+        found = _next_claimable(session, claimable, now)
         if found is None:
             return None
         result = session.execute(
             update(Experiment)
-            .where(Experiment.id == found, _free(now))  # type: ignore[arg-type]
+            .where(Experiment.id == found, _free(now))
             .values(
                 lease_owner=owner,
                 lease_expires_at=now + lease_s,
@@ -211,6 +219,33 @@ def claim(
             )
         )
         return found if result.rowcount == 1 else None  # type: ignore[attr-defined]
+
+
+def _next_claimable(
+    session: Session, claimable: list[ColumnElement[bool]], now: float
+) -> int | None:
+    """The first experiment in the claim order that no other processor is claiming."""
+    groups = session.execute(
+        select(Experiment.priority, Experiment.team, func.min(Experiment.created_at))
+        .where(*claimable)
+        .group_by(Experiment.priority, Experiment.team)
+    ).all()
+    if not groups:
+        return None
+    usage = team_usage(session, now)
+    waiters = [Waiter(team=t, priority=int(p), oldest_at=float(at)) for p, t, at in groups]
+    for waiter in claim_order(waiters, held=usage.held, quotas=usage.quotas, pool=usage.pool):
+        found = session.scalar(
+            select(Experiment.id)
+            .where(*claimable, Experiment.priority == waiter.priority,
+                   Experiment.team == waiter.team)
+            .order_by(Experiment.created_at, Experiment.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )  # fmt: skip
+        if found is not None:
+            return int(found)
+    return None
 
 
 def _held(experiment_id: int, owner: str, now: float) -> object:

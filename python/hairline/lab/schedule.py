@@ -6,7 +6,8 @@ the host effect cancels in the difference; in the request-balanced and fully bal
 designs every request goes to both versions (the lab always replays one request stream to
 all arms in lockstep, so both of its designs are request-balanced). ServiceLab section
 5.1 runs the fully balanced design: batch 1 has host 1 on A and host 2 on B, batch 2 swaps
-them.
+them. In hardware mode the arms are the hosts (one build on machines of two classes), so
+the ``pinned`` layout keeps every arm on its own host in every batch.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Literal
 
 __all__ = ["Batch", "LabDesign", "schedule"]
 
-LabDesign = Literal["fully-balanced", "request-balanced"]
+LabDesign = Literal["fully-balanced", "request-balanced", "pinned"]
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,12 @@ def schedule(arms: tuple[str, ...], *, trials: int, design: LabDesign) -> list[B
             rotations = range(n)
         elif design == "request-balanced":
             rotations = range(trial % n, trial % n + 1)
+        elif design == "pinned":
+            rotations = range(1)
         else:
-            raise ValueError(f"unknown design {design!r}: use fully-balanced or request-balanced")
+            raise ValueError(
+                f"unknown design {design!r}: use fully-balanced, request-balanced or pinned"
+            )
         for batch, shift in enumerate(rotations):
             out.append(
                 Batch(

@@ -125,7 +125,8 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         warmup_rate_per_s=config.load.warmup_rate_per_s or rate,
         warmup_duration_s=config.load.warmup_duration_s,
         trials=config.design.planned_trials,
-        design=config.design.name,
+        # Hardware mode compares the hosts themselves: no arm moves to another's host.
+        design="pinned" if config.design.mode == "hardware" else config.design.name,
         workdir=workdir,
         health_timeout_s=service.health_timeout_s,
         warm_timeout_s=service.warm_timeout_s,
