@@ -203,6 +203,44 @@ class ServiceConfig(_Model):
     root: str = "."
 
 
+# The facts a hardware-mode arm may ask of its host (hosts/similar.py's ARM_FACTS).
+HOST_CLASS_FACTS = ("server_type", "cpu_arch", "cpu_model", "kernel", "turbo")
+
+
+class HostClassConfig(_Model):
+    """``[arms.NAME] hosts = { cpu_model = "..." }``: in hardware mode, the machines this
+    arm is (ServiceLab section 2); every fact not named here matches between the arms."""
+
+    server_type: str | None = Field(default=None, min_length=1)
+    cpu_arch: str | None = Field(default=None, min_length=1)
+    cpu_model: str | None = Field(default=None, min_length=1)
+    kernel: str | None = Field(default=None, min_length=1)
+    turbo: Literal["on", "off"] | None = None
+
+    def facts(self) -> dict[str, str]:
+        """The named facts, by host column name."""
+        return {k: v for k in HOST_CLASS_FACTS if (v := getattr(self, k)) is not None}
+
+
+class HostsConfig(_Model):
+    """``[hosts]``: how nearly identical an experiment's machines must be (docs/lab.md,
+    "Nearly identical hosts"). ``max_cov``: a CPU model or kernel whose coefficient of
+    variation in the service's past A/A runs is above this is avoided; "off" never avoids."""
+
+    max_cov: float | Literal["off"] = 0.05
+
+    @field_validator("max_cov", mode="before")
+    @classmethod
+    def _cov_in_range(cls, value: object) -> object:
+        if value == "off" or (isinstance(value, int | float) and 0 < value <= 10):
+            return value
+        raise ValueError(f'{value!r}: max_cov is a fraction above 0 (0.05 for 5%), or "off"')
+
+    @property
+    def cov_limit(self) -> float | None:
+        return None if self.max_cov == "off" else float(self.max_cov)
+
+
 class ArmConfig(_Model):
     """``[arms.NAME]``: one version under test: a folder or a git revision, plus its
     own start arguments and environment (a configuration change is an arm too)."""
@@ -212,6 +250,8 @@ class ArmConfig(_Model):
     repo: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # Hardware mode only: the host class this arm runs on (the arms share one build).
+    hosts: HostClassConfig | None = None
     # The arm this one is compared with (default: the experiment's baseline). A
     # three-sided experiment (ServiceLab section 3.5) compares the change with its parent
     # and the parent with production: [arms.change] baseline = "parent".
@@ -240,6 +280,10 @@ class DesignConfig(_Model):
     max_trials: int = Field(default=15, ge=3, le=1000)
     decide_on: list[str] = Field(default_factory=lambda: ["cpu_ns_per_request"], min_length=1)
     max_batch_attempts: int = Field(default=3, ge=1, le=20)
+    # "efficiency": the arms are builds, compared on alike hosts (swapped between batches).
+    # "hardware": one build; the arms are host classes (``[arms.X] hosts``), each arm stays
+    # on its host and the verdict compares the hardware (ServiceLab section 2).
+    mode: Literal["efficiency", "hardware"] = "efficiency"
 
     @field_validator("trials", mode="before")
     @classmethod
@@ -274,9 +318,12 @@ class ExperimentConfig(_Model):
     arms: dict[str, ArmConfig]
     baseline: str | None = None
     team: str = Field(default="default", pattern=_NAME_PATTERN)
+    # Higher is claimed first; among equal priorities, the team furthest below its quota.
+    priority: int = Field(default=0, ge=-1000, le=1000)
     load: LoadConfig
     design: DesignConfig = Field(default_factory=DesignConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    hosts: HostsConfig = Field(default_factory=HostsConfig)
     # The file this came from (for messages); not part of what the experiment does.
     source: str = ""
 
@@ -494,6 +541,7 @@ def _check_experiment(config: ExperimentConfig, path: Path, text: str, problems:
     def exp(loc: tuple[str, ...], message: str, fix: str) -> None:
         problems.at(path, text, loc, message, fix)
 
+    _check_hardware_mode(config, exp)
     if not (here / config.trace).is_file():
         exp(("trace",), f"{config.trace!r}: no such file", "give the path relative to this file")
     if len(config.arms) < 2:
@@ -560,6 +608,50 @@ def _check_arm_baselines(config: ExperimentConfig, exp: Report) -> None:
                 return
             seen.append(nxt)
             current = nxt
+
+
+_SAME_BUILD = ("path", "git", "repo", "args", "env")
+
+
+def _check_hardware_mode(config: ExperimentConfig, exp: Report) -> None:
+    """Hardware mode: every arm names its host class, by the same facts, each a different
+    class, all running one build; outside it no arm names a host class."""
+    if config.design.mode != "hardware":
+        for name, arm in config.arms.items():
+            if arm.hosts is not None:
+                exp(("arms", name, "hosts"), "a host class is only for hardware mode",
+                    'set [design] mode = "hardware" to compare machines, or drop it')  # fmt: skip
+        return
+    base_name = config.baseline_arm
+    base = config.arms.get(base_name)
+    classes: dict[str, dict[str, str]] = {}
+    for name, arm in config.arms.items():
+        facts = arm.hosts.facts() if arm.hosts is not None else {}
+        if not facts:
+            exp(("arms", name, "hosts"), "hardware mode needs each arm's host class",
+                f'add hosts = {{ cpu_model = "..." }} (or {", ".join(HOST_CLASS_FACTS[:-1])} '
+                "or turbo) to say which machines this arm is")  # fmt: skip
+            continue
+        classes[name] = facts
+        for field in _SAME_BUILD:
+            if base is None or name == base_name or getattr(arm, field) == getattr(base, field):
+                continue
+            exp(("arms", name, field), "hardware mode runs one build on every arm",
+                f"give {field} as in arms.{base_name}, or drop it")  # fmt: skip
+    named = {name: sorted(facts) for name, facts in classes.items()}
+    first = next(iter(named.items()), None)
+    for name, keys in named.items():
+        if first is not None and keys != first[1]:
+            exp(("arms", name, "hosts"),
+                f"names {', '.join(keys)}; arms.{first[0]}.hosts names {', '.join(first[1])}",
+                "name the same facts in every arm: they are to be the only difference")  # fmt: skip
+    seen: dict[tuple[tuple[str, str], ...], str] = {}
+    for name, facts in classes.items():
+        key = tuple(sorted(facts.items()))
+        if key in seen:
+            exp(("arms", name, "hosts"), f"the same host class as arms.{seen[key]}",
+                "give each arm a different class: the arms are what is compared")  # fmt: skip
+        seen.setdefault(key, name)
 
 
 def _template_fields(template: str) -> list[tuple[str, str]]:
@@ -644,6 +736,7 @@ _FIXES = {
     "greater_than": "use a positive number",
     "greater_than_equal": "use a number at least as large as shown",
     "less_than": "use a smaller number",
+    "less_than_equal": "use a number no larger than shown",
     "float_parsing": "write a number, e.g. 400 or 2.5",
     "float_type": "write a number, e.g. 400 or 2.5",
     "int_parsing": "write a whole number",
@@ -664,9 +757,12 @@ def _known_fields(parent: tuple[str, ...]) -> list[str]:
         ("load",): LoadConfig,
         ("design",): DesignConfig,
         ("analysis",): AnalysisConfig,
+        ("hosts",): HostsConfig,
     }
     if len(parent) == 2 and parent[0] == "arms":
         return list(ArmConfig.model_fields)
+    if len(parent) == 3 and parent[0] == "arms" and parent[2] == "hosts":
+        return list(HostClassConfig.model_fields)
     if len(parent) == 3 and parent[:2] == ("service", "metrics"):
         return list(MetricConfig.model_fields)
     model = models.get(parent)
