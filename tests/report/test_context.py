@@ -158,6 +158,8 @@ def test_the_json_contract_round_trips(tmp_path: Path) -> None:
     }
     assert payload["hosts"][1] == {
         "host": 1,
+        "name": "",
+        "address": None,
         "cpus": [2, 3],
         "facts": {"cpu_model": "Xeon", "kernel": "6.1"},
     }

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from hairline.hosts.similar import mismatches
 from hairline.lab.analysis import Analysis, MetricAnalysis
 from hairline.report.jsonout import to_jsonable
 from hairline.stats import DegenerateDataWarning, MetricSample, cut_warmup
@@ -48,6 +49,7 @@ __all__ = [
     "effect_text",
     "experiment_json",
     "headline",
+    "host_notes",
     "load_notes",
     "metric_trials",
     "number_text",
@@ -92,7 +94,17 @@ class ArmReport:
 class HostReport:
     host: int  # host index used in observations
     cpus: tuple[int, ...]
-    facts: dict[str, str]  # cpu_model, arch, kernel, turbo, ...
+    facts: dict[str, str]  # region, server_type, cpu_model, arch, kernel, turbo, ...
+    name: str = ""  # the inventory's name: "machine/cpu2" locally, the node's elsewhere
+    address: str | None = None  # where its arms were reached (None for local CPU sets)
+
+    @property
+    def where(self) -> str:
+        """``node3 at 10.0.0.3, CPUs 0-3``: the host as a reader finds it again."""
+        cpus = ",".join(str(c) for c in self.cpus) or "none"
+        name = f"{self.name} " if self.name else ""
+        at = f"at {self.address}, " if self.address else ""
+        return f"{name}{at}CPUs {cpus}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,41 @@ class ExperimentReport:
     observations: Observations | None  # None when nothing measured
     html_path: Path | None = None  # where the HTML report was written, if any
     notes: tuple[str, ...] = ()  # about the measurement itself, e.g. failed load gates
+    # "hardware": one build, the arms are host classes and the verdict compares them.
+    mode: str = "efficiency"
+
+
+def host_notes(
+    hosts: tuple[HostReport, ...], *, arm_classes: Mapping[str, Mapping[str, str]] | None = None
+) -> tuple[str, ...]:
+    """What a reader must know about the hosts: in hardware mode, that the arms are host
+    classes and the verdict compares the hardware; and any fact on which the hosts differ
+    beyond that (ServiceLab section 4.1: results compare only between nearly identical
+    machines). Local CPU sets of one machine match by construction."""
+    notes = []
+    compared: set[str] = set()
+    if arm_classes:
+        compared = {k for facts in arm_classes.values() for k in facts}
+        classes = "; ".join(
+            f"{arm}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in facts.items())
+            for arm, facts in arm_classes.items()
+        )
+        notes.append(
+            f"hardware mode: one build on every arm; the arms are host classes ({classes}), "
+            "each on its own host in every batch, so the verdict compares the hardware"
+        )
+    differ = mismatches([h.facts for h in hosts], expected=compared)
+    if differ:
+        listed = "; ".join(
+            f"{fact.replace('_', ' ')} "
+            + ", ".join(f"{v} (host {h.host})" for h, v in zip(hosts, values, strict=True))
+            for fact, values in differ.items()
+        )
+        notes.append(
+            f"WARNING: the experiment's hosts differ in {listed}: a difference between arms "
+            "may come from the hosts (the fully balanced design's swap cancels a fixed one)"
+        )
+    return tuple(notes)
 
 
 def load_notes(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
@@ -412,7 +459,9 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
       inconclusive, failed, cancelled, running.
     - ``regression`` (bool): true when any metric's verdict is regression.
     - ``arms``: ``[{"name", "source", "build_key", "build_cached", "build_log"}]``.
-    - ``hosts``: ``[{"host", "cpus": [int], "facts": {name: value}}]``.
+    - ``hosts``: ``[{"host", "name", "address", "cpus": [int], "facts": {name: value}}]``;
+      a host index that a replacement host took over (its first died) is listed again.
+    - ``mode``: ``"efficiency"``, or ``"hardware"`` when the arms are host classes.
     - ``analysis``: null until analysed, else the object of ``hairline analyze --json``
       (:func:`analysis_json`): ``source``, ``baseline``, ``alpha``,
       ``correction``, ``regression``, and ``metrics``, one object per metric and candidate
@@ -441,6 +490,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "started_at": _when(report.started_at),
         "finished_at": _when(report.finished_at),
         "design": report.design,
+        "mode": report.mode,
         "trials": report.trials,
         "trials_done": report.trials_done,
         "rate_per_s": report.rate_per_s,
@@ -463,7 +513,14 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
             for a in report.arms
         ],
         "hosts": [
-            {"host": h.host, "cpus": list(h.cpus), "facts": dict(h.facts)} for h in report.hosts
+            {
+                "host": h.host,
+                "name": h.name,
+                "address": h.address,
+                "cpus": list(h.cpus),
+                "facts": dict(h.facts),
+            }
+            for h in report.hosts
         ],
         "analysis": None if report.analysis is None else analysis_json(report.analysis),
         "per_trial": {

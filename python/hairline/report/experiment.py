@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from hairline.config import ExperimentConfig
+from hairline.hosts.inventory import parse_cpus
 from hairline.lab.analysis import Analysis
 from hairline.lab.queue import require_experiment
 from hairline.lab.results import (
@@ -18,7 +19,13 @@ from hairline.lab.results import (
     load_analysis,
     stored_history,
 )
-from hairline.report.context import ArmReport, ExperimentReport, HostReport, load_notes
+from hairline.report.context import (
+    ArmReport,
+    ExperimentReport,
+    HostReport,
+    host_notes,
+    load_notes,
+)
 from hairline.store.db import Store
 from hairline.store.models import Arm, Host, Run, Service, Trial
 from hairline.store.observations import Observations, observations_from_table
@@ -135,7 +142,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             .where(Trial.experiment_id == experiment_id, Trial.state == "done")
         )
         host_rows = session.execute(
-            select(Run.host_index, Host.cpus, Run.facts)
+            select(Run.host_index, Host.id, Host.name, Host.address, Host.cpus, Run.facts)
             .join(Host, Host.id == Run.host_id)
             .where(Run.experiment_id == experiment_id)
             .order_by(Run.id)
@@ -144,16 +151,25 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         # What each arm really ran with: an A/A runs the baseline's on every arm.
         arm_configs = (config.as_aa() if row.kind == "aa" else config).arms
         artifacts = Path(row.artifacts_dir)
-        hosts: dict[int, HostReport] = {}
-        for index, cpus, facts in host_rows:
+        # By index and host: a host that died is replaced, and both ran for that index.
+        hosts: dict[tuple[int, int], HostReport] = {}
+        for index, host_id, name, address, cpus, facts in host_rows:
             hosts.setdefault(
-                index,
+                (index, host_id),
                 HostReport(
                     host=index,
-                    cpus=tuple(int(c) for c in cpus.split(",")),
+                    cpus=parse_cpus(cpus),
                     facts=json.loads(facts),
+                    name=name,
+                    address=address,
                 ),
             )
+        hardware = config.design.mode == "hardware"
+        arm_classes = {
+            name: arm.hosts.facts()
+            for name, arm in arm_configs.items()
+            if hardware and arm.hosts is not None
+        }
         arm_reports = tuple(
             ArmReport(
                 name=a.name,
@@ -211,10 +227,12 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         duration_s=config.load.duration_s,
         model=config.analysis.model,
         arms=arm_reports,
-        hosts=tuple(hosts[i] for i in sorted(hosts)),
+        hosts=tuple(hosts[key] for key in sorted(hosts, key=lambda k: k[0])),
+        mode=config.design.mode,
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,
-        notes=measurement_notes(records, trial_notes, calibration)
+        notes=host_notes(tuple(hosts.values()), arm_classes=arm_classes)
+        + measurement_notes(records, trial_notes, calibration)
         + load_notes(_load_summaries(artifacts / "runs", records)),
     )

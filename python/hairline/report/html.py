@@ -569,14 +569,16 @@ def _setup(report: ExperimentReport) -> list[str]:
     if report.hosts:
         facts = list(dict.fromkeys(k for h in report.hosts for k in h.facts))
         parts.append(
-            '<h3>Hosts</h3><table><tr><th class="l">host</th><th class="l">CPUs</th>'
+            '<h3>Hosts</h3><table><tr><th class="l">host</th><th class="l">name</th>'
+            '<th class="l">address</th><th class="l">CPUs</th>'
             + "".join(f'<th class="l">{_e(k)}</th>' for k in facts)
             + "</tr>"
         )
         for host in report.hosts:
             cpus = ",".join(str(c) for c in host.cpus)
             parts.append(
-                f'<tr><td class="l">{host.host}</td><td class="l">{_e(cpus)}</td>'
+                f'<tr><td class="l">{host.host}</td><td class="l">{_e(host.name)}</td>'
+                f'<td class="l">{_e(host.address or "")}</td><td class="l">{_e(cpus)}</td>'
                 + "".join(f'<td class="l">{_e(host.facts.get(k, ""))}</td>' for k in facts)
                 + "</tr>"
             )

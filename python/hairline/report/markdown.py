@@ -150,9 +150,8 @@ def _setup(report: ExperimentReport) -> list[str]:
         setup = f"; {_code(arm.setup)}" if arm.setup else ""
         lines.append(f"- arm {_text(arm.name)}: {_text(arm.source)}{build}{setup}")
     for host in report.hosts:
-        cpus = ",".join(str(c) for c in host.cpus) or "none"
         facts = "; ".join(f"{_text(k)} {_text(v)}" for k, v in host.facts.items())
-        lines.append(f"- host {host.host}: CPUs {cpus}" + (f" ({facts})" if facts else ""))
+        lines.append(f"- host {host.host}: {_text(host.where)}" + (f" ({facts})" if facts else ""))
     if report.analysis is not None:
         lines += _notes(report.analysis.results)
     return lines

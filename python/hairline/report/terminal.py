@@ -168,8 +168,7 @@ def _experiment_panel(report: ExperimentReport) -> Panel:
         grid.add_row(f"arm {arm.name}", Text(arm.source + build + setup))
     for host in report.hosts:
         facts = ", ".join(f"{k} {v}" for k, v in host.facts.items())
-        cpus = ",".join(str(c) for c in host.cpus) or "none"
-        grid.add_row(f"host {host.host}", Text(f"CPUs {cpus}" + (f"; {facts}" if facts else "")))
+        grid.add_row(f"host {host.host}", Text(host.where + (f"; {facts}" if facts else "")))
     for note in report.notes:
         grid.add_row("note", Text(note, style="yellow"))
     if report.html_path is not None:
