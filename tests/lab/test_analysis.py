@@ -1,4 +1,5 @@
-"""lab.analysis: A/A history runs, and a look of a sequential design at its level."""
+"""lab.analysis: A/A history runs, a look of a sequential design at its level, and
+three-sided experiments (each arm against the arm it names)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from hairline.errors import ConfigError, DataError
 from hairline.lab.analysis import AnalysisOptions, analyze, history_runs
+from hairline.lab.schedule import schedule
 from hairline.stats.sequential import FIRST_LOOK, look_alpha
 from hairline.store.observations import observations_from_table
 
@@ -66,3 +68,81 @@ def test_an_outlier_model_on_a_batch_level_metric_names_a_model_that_applies() -
     observations = observations_from_table(batches(6, seed=3), source="ab")
     with pytest.raises(DataError, match=r"per-request rows.*'none' or 'sqrt'"):
         analyze(observations, AnalysisOptions(model="trimmed-t-outlier-elim"))
+
+
+def three_arms(trials: int, *, parent: float, change: float, seed: int) -> pa.Table:
+    """Three arms on three hosts 3% apart, every arm on every host once per trial (the lab's
+    fully balanced schedule): production, the parent (``parent`` slower than production)
+    and the change (``change`` slower than its parent). Each trial has its own level."""
+    rng = np.random.default_rng(seed)
+    cost = {"production": 1.0, "parent": 1 + parent, "change": (1 + parent) * (1 + change)}
+    host_effect = (1.0, 1.03, 0.97)
+    level = 1000.0 * (1 + rng.normal(0, 0.03, size=trials))
+    rows: dict[str, list[object]] = {
+        k: [] for k in ("arm", "trial", "batch", "host", "metric", "value")
+    }
+    for b in schedule(tuple(cost), trials=trials, design="fully-balanced"):
+        for host, arm in enumerate(b.arm_on_host):
+            noise = 1 + rng.normal(0, 0.003)
+            value = level[b.trial] * cost[arm] * host_effect[host] * noise
+            for name, x in zip(
+                rows, (arm, b.trial, b.batch, host, "cpu_ns_per_request", value), strict=True
+            ):
+                rows[name].append(x)
+    return pa.table(rows)
+
+
+def test_three_sided_compares_the_change_with_its_parent_and_the_parent_with_production() -> None:
+    observations = observations_from_table(
+        three_arms(6, parent=0.02, change=0.03, seed=4), source="three"
+    )
+    result = analyze(
+        observations, AnalysisOptions(), baseline="production", baselines={"change": "parent"}
+    )
+    by_pair = {(r.candidate, r.baseline): r for r in result.results}
+    assert set(by_pair) == {("parent", "production"), ("change", "parent")}
+    # Each against its own baseline: the change's 3%, not the 5% it is above production.
+    assert by_pair[("change", "parent")].comparison.effect_rel == pytest.approx(0.03, abs=0.004)
+    assert by_pair[("parent", "production")].comparison.effect_rel == pytest.approx(0.02, abs=0.004)
+    assert result.chained and result.deciding == ("change",)
+    assert [(r.candidate, r.verdict.label) for r in result.regressions] == [
+        ("change", "regression")
+    ]
+    assert [r.candidate for r in result.context_regressions] == ["parent"]
+
+
+def test_a_parent_regression_alone_does_not_decide_a_three_sided_experiment() -> None:
+    observations = observations_from_table(
+        three_arms(6, parent=0.03, change=0.0, seed=5), source="three"
+    )
+    result = analyze(
+        observations, AnalysisOptions(), baseline="production", baselines={"change": "parent"}
+    )
+    assert result.regressions == ()
+    assert [(r.candidate, r.baseline) for r in result.context_regressions] == [
+        ("parent", "production")
+    ]
+
+
+def test_without_baselines_of_their_own_every_arm_decides_against_the_baseline() -> None:
+    observations = observations_from_table(
+        three_arms(4, parent=0.03, change=0.0, seed=6), source="three"
+    )
+    result = analyze(observations, AnalysisOptions(), baseline="production")
+    assert not result.chained
+    assert result.deciding == ("parent", "change")
+    assert {(r.candidate, r.baseline) for r in result.results} == {
+        ("parent", "production"),
+        ("change", "production"),
+    }
+    # Both are 3% above production, and both decide.
+    assert {r.candidate for r in result.regressions} == {"parent", "change"}
+
+
+def test_a_comparison_with_an_arm_that_is_not_there_is_an_error_naming_it() -> None:
+    observations = observations_from_table(
+        three_arms(2, parent=0.0, change=0.0, seed=7), source="three.parquet"
+    )
+    with pytest.raises(DataError, match=r"three.parquet: .*change against parnet.*'parnet'"):
+        analyze(observations, AnalysisOptions(), baseline="production",
+                baselines={"change": "parnet"})  # fmt: skip

@@ -58,3 +58,38 @@ def test_no_stored_analysis_is_none_and_an_older_format_too(tmp_path: Path) -> N
     assert load_analysis(tmp_path) is None
     (tmp_path / "verdicts.json").write_text(json.dumps({"version": 0, "analysis": {}}))
     assert load_analysis(tmp_path) is None
+
+
+def test_a_three_sided_analysis_reads_back_with_each_arms_baseline(tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    rows: dict[str, list[object]] = {"trial": [], "arm": [], "metric": [], "value": []}
+    for trial in range(5):
+        for arm, cost in (("production", 1.0), ("parent", 1.02), ("change", 1.05)):
+            rows["trial"].append(trial)
+            rows["arm"].append(arm)
+            rows["metric"].append("cpu_ns_per_request")
+            rows["value"].append(1000 * cost * rng.normal(1, 0.005))
+    observations = read_observations(write_observations(tmp_path / "o.parquet", pa.table(rows)))
+    original = analyze(
+        observations, AnalysisOptions(), baseline="production", baselines={"change": "parent"}
+    )
+    save_analysis(tmp_path, original, history_ids=[])
+    loaded = load_analysis(tmp_path)
+    assert same(loaded, original)
+    assert loaded is not None and loaded.deciding == ("change",)
+    assert loaded.comparisons == (("parent", "production"), ("change", "parent"))
+
+
+def test_an_analysis_stored_before_arm_baselines_reads_as_every_arm_against_the_baseline(
+    tmp_path: Path,
+) -> None:
+    save_analysis(tmp_path, analysis(tmp_path), history_ids=[])
+    payload = json.loads((tmp_path / "verdicts.json").read_text())
+    del payload["analysis"]["deciding"]
+    for result in payload["analysis"]["results"]:
+        del result["baseline"]
+    (tmp_path / "verdicts.json").write_text(json.dumps(payload))
+    loaded = load_analysis(tmp_path)
+    assert loaded is not None and loaded.deciding == () and not loaded.chained
+    assert {r.baseline for r in loaded.results} == {"A"}
+    assert loaded.decides("B") and loaded.regressions

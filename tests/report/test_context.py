@@ -155,6 +155,7 @@ def test_the_json_contract_round_trips(tmp_path: Path) -> None:
         "build_log": "/lab/a.log",
         "args": [],
         "env": {},
+        "baseline": None,
     }
     assert payload["hosts"][1] == {
         "host": 1,

@@ -8,16 +8,23 @@ the metric's A/A history (ServiceLab section 4.2) and takes the best; without hi
 when no model qualifies, it falls back to :func:`hairline.stats.fallback_model` and says so.
 A/A history is split into runs by its ``experiment`` column, each run one A/A comparison; a
 history without it is an error (:func:`history_runs`).
+
+Each candidate arm is compared with one baseline: the experiment's, or the one named for it
+(a three-sided experiment, ServiceLab section 3.5: the change against its parent, the
+parent against production). The candidates no other arm is compared with decide the outcome
+(:attr:`Analysis.deciding`); the other comparisons are context.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from hairline.config import MetricPolicy
@@ -63,10 +70,11 @@ class AnalysisOptions:
 
 @dataclass(frozen=True)
 class MetricAnalysis:
-    """One metric of one candidate arm against the baseline."""
+    """One metric of one candidate arm against its baseline arm."""
 
     metric: str
     candidate: str
+    baseline: str
     model: str
     model_reason: str
     warmup_rows_cut: int
@@ -79,15 +87,51 @@ class MetricAnalysis:
 
 @dataclass(frozen=True)
 class Analysis:
+    """Every metric of every candidate; ``baseline`` is the experiment's baseline arm.
+
+    ``deciding`` names the candidates whose verdicts decide the outcome (headline, exit
+    status); empty means every candidate (an analysis stored before there was a choice).
+    """
+
     source: str
     baseline: str
     alpha: float
     correction: Correction
     results: tuple[MetricAnalysis, ...]
+    deciding: tuple[str, ...] = ()
+
+    def decides(self, candidate: str) -> bool:
+        """Whether ``candidate``'s verdicts decide the outcome."""
+        return not self.deciding or candidate in self.deciding
+
+    @property
+    def comparisons(self) -> tuple[tuple[str, str], ...]:
+        """(candidate, its baseline) in the order of the results."""
+        return tuple(dict.fromkeys((r.candidate, r.baseline) for r in self.results))
+
+    @property
+    def chained(self) -> bool:
+        """Whether some candidate is compared with an arm other than the baseline (a
+        three-sided experiment): then every place that names a candidate names its
+        baseline too."""
+        return any(r.baseline != self.baseline for r in self.results)
 
     @property
     def regressions(self) -> tuple[MetricAnalysis, ...]:
-        return tuple(r for r in self.results if r.verdict.label == "regression")
+        """The regressions that decide the outcome: those of the deciding candidates."""
+        return tuple(
+            r for r in self.results if r.verdict.label == "regression" and self.decides(r.candidate)
+        )
+
+    @property
+    def context_regressions(self) -> tuple[MetricAnalysis, ...]:
+        """Regressions of the comparisons that do not decide (a three-sided experiment's
+        parent against production)."""
+        return tuple(
+            r
+            for r in self.results
+            if r.verdict.label == "regression" and not self.decides(r.candidate)
+        )
 
 
 def history_runs(history: Observations, metric: str) -> list[MetricSample]:
@@ -138,14 +182,68 @@ def _choose(
     return fallback_model(sample, alpha=options.alpha), reason + "; fallback model"
 
 
+def _comparisons(
+    observations: Observations, root: str, baselines: Mapping[str, str]
+) -> dict[str, str]:
+    """Each candidate of ``observations`` and the arm it is compared with."""
+    if root not in observations.arms:
+        raise DataError(
+            f"{observations.source}: baseline arm {root!r} does not occur in column 'arm'",
+            hint=f"choose one of {', '.join(observations.arms)}",
+        )
+    for candidate, base in baselines.items():
+        for arm in (candidate, base):
+            if arm not in observations.arms:
+                raise DataError(
+                    f"{observations.source}: the comparison {candidate} against {base} names "
+                    f"arm {arm!r}, which does not occur in column 'arm'",
+                    hint=f"name arms of the observations: {', '.join(observations.arms)}",
+                )
+        if candidate in (base, root):
+            raise DataError(
+                f"{observations.source}: arm {candidate!r} cannot be compared with {base!r}",
+                hint=f"compare a candidate with another arm; {root!r} is the baseline",
+            )
+    return {a: baselines.get(a, root) for a in observations.arms if a != root}
+
+
+def _groups(
+    observations: Observations, comparisons: Mapping[str, str]
+) -> list[tuple[str, Observations]]:
+    """One part of ``observations`` per baseline arm: it and the candidates compared with
+    it. With one baseline (an A/B) that is the whole table, untouched."""
+    by_base: dict[str, list[str]] = {}
+    for candidate, base in comparisons.items():
+        by_base.setdefault(base, []).append(candidate)
+    if len(by_base) == 1:
+        return [(next(iter(by_base)), observations)]
+    table = observations.table
+    parts = []
+    for base, candidates in by_base.items():
+        arms = (base, *candidates)
+        rows = table.filter(pc.is_in(table.column("arm"), pa.array(arms)))
+        parts.append((base, dataclasses.replace(observations, table=rows, arms=arms)))
+    return parts
+
+
+def _deciding(comparisons: Mapping[str, str]) -> tuple[str, ...]:
+    named = set(comparisons.values())
+    return tuple(c for c in comparisons if c not in named) or tuple(comparisons)
+
+
 def analyze(
     observations: Observations,
     options: AnalysisOptions,
     *,
     history: Observations | None = None,
     baseline: str | None = None,
+    baselines: Mapping[str, str] | None = None,
 ) -> Analysis:
-    """Verdicts for every metric (and every candidate arm) of ``observations``."""
+    """Verdicts for every metric (and every candidate arm) of ``observations``.
+
+    Each candidate is compared with ``baselines[candidate]`` when given, else with
+    ``baseline`` (default: the observations' first arm).
+    """
     if options.model != "adaptive" and options.model not in list_models():
         raise ConfigError(
             f"unknown model {options.model!r}",
@@ -156,11 +254,18 @@ def analyze(
             validate_design(*options.sequential)
         except ValueError as err:
             raise ConfigError(f"sequential design: {err}") from None
+    root = baseline or observations.baseline
+    against = _comparisons(observations, root, baselines or {})
     rng = np.random.default_rng(options.seed)
     results: list[MetricAnalysis] = []
     by_candidate: dict[str, dict[str, Comparison]] = {}
     chosen: dict[tuple[str, str], tuple[str, str, int]] = {}
-    for metric, candidate, sample in observations.samples(baseline=baseline):
+    samples = (
+        (metric, candidate, sample)
+        for base, part in _groups(observations, against)
+        for metric, candidate, sample in part.samples(baseline=base)
+    )
+    for metric, candidate, sample in samples:
         cut_rows = 0
         if options.cut_warmup and _is_series(sample):
             cut = cut_warmup(sample)
@@ -189,6 +294,7 @@ def analyze(
                 MetricAnalysis(
                     metric=metric,
                     candidate=candidate,
+                    baseline=against[candidate],
                     model=model,
                     model_reason=reason,
                     warmup_rows_cut=cut_rows,
@@ -197,10 +303,11 @@ def analyze(
             )
     return Analysis(
         source=observations.source,
-        baseline=baseline or observations.baseline,
+        baseline=root,
         alpha=options.alpha,
         correction=options.correction,
         results=tuple(results),
+        deciding=_deciding(against),
     )
 
 

@@ -128,7 +128,11 @@ def analyze_experiment(
     observations = observations_from_table(table, source=f"experiment {experiment_id}")
     history = aa_history(store, config.service.name, exclude=experiment_id, ids=history_ids)
     return analyze(
-        observations, analysis_options(config), history=history, baseline=config.baseline_arm
+        observations,
+        analysis_options(config),
+        history=history,
+        baseline=config.baseline_arm,
+        baselines=config.comparisons,
     )
 
 
@@ -218,6 +222,8 @@ def load_analysis(artifacts: Path) -> Analysis | None:
             MetricAnalysis(
                 metric=r["metric"],
                 candidate=r["candidate"],
+                # Stored before arms had baselines of their own: the experiment's.
+                baseline=r.get("baseline", data["baseline"]),
                 model=r["model"],
                 model_reason=r["model_reason"],
                 warmup_rows_cut=int(r["warmup_rows_cut"]),
@@ -230,6 +236,7 @@ def load_analysis(artifacts: Path) -> Analysis | None:
         alpha=_f(data["alpha"]),
         correction=data["correction"],
         results=tuple(results),
+        deciding=tuple(data.get("deciding") or ()),
     )
 
 

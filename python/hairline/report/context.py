@@ -46,6 +46,8 @@ __all__ = [
     "Status",
     "TrialValue",
     "analysis_json",
+    "comparison_text",
+    "deciding_text",
     "effect_text",
     "experiment_json",
     "headline",
@@ -78,6 +80,8 @@ class ArmReport:
     # differ only here (a flag, a setting) must not look identical in a report.
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # The arm this one is compared with; None for the experiment's baseline.
+    baseline: str | None = None
 
     @property
     def setup(self) -> str:
@@ -131,6 +135,12 @@ class ExperimentReport:
     notes: tuple[str, ...] = ()  # about the measurement itself, e.g. failed load gates
     # "hardware": one build, the arms are host classes and the verdict compares them.
     mode: str = "efficiency"
+
+    @property
+    def chained(self) -> bool:
+        """Whether arms are compared with different baselines (a three-sided experiment),
+        so that each arm's line names the arm it is compared with."""
+        return len({a.baseline for a in self.arms if a.baseline is not None}) > 1
 
 
 def host_notes(
@@ -253,14 +263,42 @@ def _signed(x: float) -> str:
     return "n/a" if x != x else f"{x:+.4g}"
 
 
-def _names(results: tuple[MetricAnalysis, ...], *, limit: int, with_effect: bool) -> str:
-    many_arms = len({r.candidate for r in results}) > 1
+def comparison_text(result: MetricAnalysis) -> str:
+    """``change vs parent``: a candidate with the arm it was compared with."""
+    return f"{result.candidate} vs {result.baseline}"
+
+
+def _names(
+    results: tuple[MetricAnalysis, ...], *, limit: int, with_effect: bool, chained: bool = False
+) -> str:
+    many_arms = chained or len({r.candidate for r in results}) > 1
     parts = []
     for r in results[:limit]:
-        name = r.metric + (f" ({r.candidate})" if many_arms else "")
+        arm = comparison_text(r) if chained else r.candidate
+        name = r.metric + (f" ({arm})" if many_arms else "")
         parts.append(f"{name} {effect_text(r)[0]}" if with_effect else name)
     more = len(results) - limit
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def deciding_text(analysis: Analysis) -> str:
+    """Which comparisons decide the outcome and the exit status, in a sentence."""
+    deciding = [f"{c} against {b}" for c, b in analysis.comparisons if analysis.decides(c)]
+    context = [f"{c} against {b}" for c, b in analysis.comparisons if not analysis.decides(c)]
+    text = f"{' and '.join(deciding)} decide{'s' if len(deciding) == 1 else ''} the outcome"
+    if context:
+        text += f"; {', '.join(context)} {'is' if len(context) == 1 else 'are'} context"
+    return text + "."
+
+
+def _context(analysis: Analysis) -> str:
+    """What the comparisons that do not decide found, when they found a regression: the
+    parent against production, in a three-sided experiment."""
+    found = analysis.context_regressions
+    if not found:
+        return ""
+    names = _names(found, limit=3, with_effect=True, chained=True)
+    return f"; not deciding: regression in {names}"
 
 
 def headline(report: ExperimentReport) -> Headline:
@@ -277,25 +315,34 @@ def headline(report: ExperimentReport) -> Headline:
         if report.phase == "done":
             return Headline("inconclusive", f"{prefix}done, but nothing was analysed")
         return Headline("running", f"{prefix}{report.phase}: {progress} done")
+    # Only the deciding comparisons set the outcome; in a three-sided experiment the
+    # parent's difference from production is told after it (it is already in production).
+    chained = analysis.chained
+    deciding = tuple(r for r in analysis.results if analysis.decides(r.candidate))
+    context = _context(analysis)
     regressions = analysis.regressions
     if regressions:
-        found = _names(regressions, limit=3, with_effect=True)
+        found = _names(regressions, limit=3, with_effect=True, chained=chained)
         if report.kind == "aa":
             # A and B are the same build, so any difference is the lab's noise, not code.
-            return Headline("regression", f"{prefix}false alarm in {found}")
-        return Headline("regression", f"regression found in {found}")
-    unsure = tuple(r for r in analysis.results if r.verdict.label == "inconclusive")
+            return Headline("regression", f"{prefix}false alarm in {found}{context}")
+        return Headline("regression", f"regression found in {found}{context}")
+    unsure = tuple(r for r in deciding if r.verdict.label == "inconclusive")
     if unsure:
+        names = _names(unsure, limit=3, with_effect=False, chained=chained)
         return Headline(
             "inconclusive",
-            f"{prefix}inconclusive: {len(unsure)} of {len(analysis.results)} metrics neither "
-            f"show nor rule out a regression ({_names(unsure, limit=3, with_effect=False)})",
+            f"{prefix}inconclusive: {len(unsure)} of {len(deciding)} metrics neither "
+            f"show nor rule out a regression ({names}){context}",
         )
-    better = tuple(r for r in analysis.results if r.verdict.label == "improvement")
-    text = f"{prefix}no regression in {len(analysis.results)} metrics"
+    better = tuple(r for r in deciding if r.verdict.label == "improvement")
+    text = f"{prefix}no regression in {len(deciding)} metrics"
+    pairs = {comparison_text(r) for r in deciding}
+    if chained and len(pairs) == 1:
+        text += f" of {next(iter(pairs))}"
     if better:
-        text += f"; improved: {_names(better, limit=3, with_effect=True)}"
-    return Headline("no regression", text)
+        text += f"; improved: {_names(better, limit=3, with_effect=True, chained=chained)}"
+    return Headline("no regression", text + context)
 
 
 def _labels(column: pa.ChunkedArray | None, n: int) -> tuple[IntArray, list[Any]]:
@@ -407,17 +454,26 @@ def _when(moment: datetime | None) -> str | None:
 
 
 def analysis_json(analysis: Analysis) -> dict[str, object]:
-    """The JSON contract of ``hairline analyze --json``: one object per metric and arm."""
+    """The JSON contract of ``hairline analyze --json``: one object per metric and arm.
+
+    ``regression`` is true when a deciding comparison found one (every comparison decides
+    unless arms name baselines of their own; see :attr:`Analysis.deciding`)."""
     return {
         "source": analysis.source,
         "baseline": analysis.baseline,
         "alpha": analysis.alpha,
         "correction": analysis.correction,
         "regression": bool(analysis.regressions),
+        "comparisons": [
+            {"arm": candidate, "baseline": base, "deciding": analysis.decides(candidate)}
+            for candidate, base in analysis.comparisons
+        ],
         "metrics": [
             {
                 "metric": r.metric,
                 "arm": r.candidate,
+                "baseline": r.baseline,
+                "deciding": analysis.decides(r.candidate),
                 "effect_rel": r.comparison.effect_rel,
                 "ci_rel": list(r.comparison.ci_rel),
                 "effect_abs": r.comparison.effect_abs,
@@ -457,15 +513,21 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
       failed load gates; see :func:`load_notes`).
     - ``headline``: ``{"status", "text"}``; status is one of regression, no regression,
       inconclusive, failed, cancelled, running.
-    - ``regression`` (bool): true when any metric's verdict is regression.
-    - ``arms``: ``[{"name", "source", "build_key", "build_cached", "build_log"}]``.
+    - ``regression`` (bool): true when a metric of a deciding comparison is a regression
+      (every comparison decides, except a three-sided experiment's parent against
+      production: :attr:`~hairline.lab.analysis.Analysis.deciding`).
+    - ``arms``: ``[{"name", "source", "build_key", "build_cached", "build_log", "args",
+      "env", "baseline"}]``; ``baseline`` is the arm it is compared with (null for the
+      experiment's baseline).
     - ``hosts``: ``[{"host", "name", "address", "cpus": [int], "facts": {name: value}}]``;
       a host index that a replacement host took over (its first died) is listed again.
     - ``mode``: ``"efficiency"``, or ``"hardware"`` when the arms are host classes.
     - ``analysis``: null until analysed, else the object of ``hairline analyze --json``
       (:func:`analysis_json`): ``source``, ``baseline``, ``alpha``,
-      ``correction``, ``regression``, and ``metrics``, one object per metric and candidate
-      arm with ``effect_rel``, ``ci_rel``, ``effect_abs``, ``ci_abs``, ``mean_a``,
+      ``correction``, ``regression`` (of the deciding comparisons), ``comparisons``
+      (``[{"arm", "baseline", "deciding"}]``), and ``metrics``, one object per metric and
+      candidate arm with ``baseline`` (the arm it was compared with), ``deciding``,
+      ``effect_rel``, ``ci_rel``, ``effect_abs``, ``ci_abs``, ``mean_a``,
       ``mean_b``, ``p_value``, ``p_adjusted``, ``model``, ``model_reason``, ``threshold``,
       ``threshold_kind``, ``direction``, ``verdict``, ``reason``, ``n_a``, ``n_b``,
       ``warmup_rows_cut``, ``warnings``.
@@ -509,6 +571,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
                 "build_log": a.build_log,
                 "args": list(a.args),
                 "env": dict(a.env),
+                "baseline": a.baseline,
             }
             for a in report.arms
         ],

@@ -179,6 +179,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
                 build_log=Path(a.build_log) if a.build_log else None,
                 args=tuple(arm_configs[a.name].args) if a.name in arm_configs else (),
                 env=tuple(sorted(arm_configs[a.name].env.items())) if a.name in arm_configs else (),
+                baseline=config.comparisons.get(a.name),
             )
             for a in arms
         )

@@ -29,6 +29,7 @@ from hairline.report.context import (
     ExperimentReport,
     MetricTrials,
     TrialValue,
+    deciding_text,
     effect_text,
     headline,
     metric_trials,
@@ -271,15 +272,16 @@ def _legend(arms: Sequence[str], colours: dict[str, str], width: int) -> list[st
     return body
 
 
-def _trials_table(trials: MetricTrials, baseline: str | None) -> str:
+def _trials_table(trials: MetricTrials, pairs: Sequence[tuple[str, str]]) -> str:
+    """Each arm's value per trial, and each (candidate, baseline) pair's difference."""
     arms = list(trials.by_arm)
     by_trial: dict[object, dict[str, TrialValue]] = {}
     for arm, vs in trials.by_arm.items():
         for v in vs:
             by_trial.setdefault(v.trial, {})[arm] = v
-    others = [a for a in arms if a != baseline] if baseline in arms else []
+    shown = [(a, b) for a, b in pairs if a in arms and b in arms]
     head = ['<th class="l">trial</th>', *(f"<th>{_e(a)}</th>" for a in arms)]
-    head += [f"<th>{_e(a)} vs {_e(baseline)}</th>" for a in others]
+    head += [f"<th>{_e(a)} vs {_e(b)}</th>" for a, b in shown]
     if trials.rows_cut:
         head.append("<th>warm-up rows cut</th>")
     rows = []
@@ -287,7 +289,7 @@ def _trials_table(trials: MetricTrials, baseline: str | None) -> str:
         cells = by_trial[label]
         row = [f'<td class="l">{_e(_trial_name(label))}</td>']
         row += [f"<td>{_e(number_text(cells[a].value)) if a in cells else ''}</td>" for a in arms]
-        for arm in others:
+        for arm, baseline in shown:
             text = ""
             if arm in cells and baseline in cells and cells[baseline].value:
                 base = cells[baseline].value
@@ -444,34 +446,42 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
     p_header = "p" if analysis.correction == "none" else f"p ({analysis.correction})"
     candidates = list(dict.fromkeys(r.candidate for r in analysis.results))
     mean_b = candidates[0] if len(candidates) == 1 else "candidate"
-    head = ["metric", "arm", analysis.baseline, mean_b, "effect", "CI", p_header]
+    chained = analysis.chained
+    head = ["metric", "arm", *(["against"] if chained else [])]
+    head += ["baseline" if chained else analysis.baseline, mean_b, "effect", "CI", p_header]
     head += ["threshold", "verdict"]
     rows = [
         "<tr>"
         + "".join(
-            f'<th class="{"l" if h in ("metric", "arm", "verdict") else ""}">{_e(h)}</th>'
+            f'<th class="{"l" if h in ("metric", "arm", "against", "verdict") else ""}">'
+            f"{_e(h)}</th>"
             for h in head
         )
         + "</tr>"
     ]
     for r in analysis.results:
         effect, interval = effect_text(r)
+        against = f'<td class="l">{_e(r.baseline)}</td>' if chained else ""
         rows.append(
             f'<tr><td class="l"><a href="#{anchors[r.metric]}">{_e(r.metric)}</a></td>'
-            f'<td class="l">{_e(r.candidate)}</td>'
+            f'<td class="l">{_e(r.candidate)}</td>{against}'
             f"<td>{_e(number_text(r.comparison.mean_a))}</td>"
             f"<td>{_e(number_text(r.comparison.mean_b))}</td>"
             f"<td>{_e(effect)}</td><td>{_e(interval)}</td>"
             f"<td>{_e(_p(r.verdict.p_adjusted))}</td><td>{_e(threshold_text(r))}</td>"
             f'<td class="l">{_verdict(r.verdict.label)}</td></tr>'
         )
-    return [
-        f"<h2>Metrics: each arm against {_e(analysis.baseline)}</h2>",
+    against = "its baseline" if chained else analysis.baseline
+    parts = [
+        f"<h2>Metrics: each arm against {_e(against)}</h2>",
         f'<p class="meta">alpha {analysis.alpha:g}, correction {_e(analysis.correction)}; '
         f"effects and intervals are relative (%) for relative thresholds, in the metric's "
         f"units for absolute ones.</p>",
         "<table>" + "".join(rows) + "</table>",
     ]
+    if chained:
+        parts.append(f"<p><b>{_e(deciding_text(analysis))}</b></p>")
+    return parts
 
 
 def _p(x: float) -> str:
@@ -482,7 +492,8 @@ def _comparison(result: MetricAnalysis) -> list[str]:
     c, v = result.comparison, result.verdict
     effect, interval = effect_text(result)
     parts = [
-        f'<p class="cmp">{_e(result.candidate)} against the baseline: <b>{_e(effect)}</b> '
+        f'<p class="cmp">{_e(result.candidate)} against {_e(result.baseline)}: '
+        f"<b>{_e(effect)}</b> "
         f"{_e(interval)}, p {_e(_p(v.p_adjusted))}, threshold {_e(threshold_text(result))}: "
         f"{_verdict(v.label)} <span class='muted'>({_e(v.reason)})</span></p>",
         _interval_svg(result),
@@ -514,13 +525,17 @@ def _metric_section(
     for r in results:
         parts += _comparison(r)
     if trials is not None and trials.by_arm:
-        baseline = report.analysis.baseline if report.analysis else next(iter(trials.by_arm))
+        if report.analysis is not None:
+            pairs = list(report.analysis.comparisons)
+        else:
+            first, *others = trials.by_arm
+            pairs = [(arm, first) for arm in others]
         parts += [
             "<h3>Per trial</h3>",
             f"<figure>{_trials_svg(trials, colours)}<figcaption>Each arm's mean per trial"
             + (", after the warm-up cut" if trials.rows_cut else "")
             + "; the arms of a trial ran side by side.</figcaption></figure>",
-            _trials_table(trials, baseline),
+            _trials_table(trials, pairs),
         ]
         if trials.series and report.observations is not None:
             svg, caption = _series_svg(report.observations, trials, colours)
@@ -560,8 +575,11 @@ def _setup(report: ExperimentReport) -> list[str]:
             if arm.build_key is not None and arm.build_cached is not None:
                 build += " (cached)" if arm.build_cached else " (built)"
             log = "" if arm.build_log is None else str(arm.build_log)
+            name = arm.name
+            if report.chained and arm.baseline:
+                name += f" (against {arm.baseline})"
             parts.append(
-                f'<tr><td class="l">{_e(arm.name)}</td><td class="l">{_e(arm.source)}</td>'
+                f'<tr><td class="l">{_e(name)}</td><td class="l">{_e(arm.source)}</td>'
                 f'<td class="l"><code>{_e(arm.setup)}</code></td>'
                 f'<td class="l"><code>{_e(build)}</code></td><td class="l">{_e(log)}</td></tr>'
             )

@@ -18,6 +18,8 @@ from hairline.errors import ConfigError
 from hairline.lab.analysis import MetricAnalysis
 from hairline.report.context import (
     ExperimentReport,
+    comparison_text,
+    deciding_text,
     effect_text,
     headline,
     number_text,
@@ -69,15 +71,19 @@ def _metrics_table(report: ExperimentReport) -> list[str]:
     analysis = report.analysis
     assert analysis is not None
     many = len({r.candidate for r in analysis.results}) > 1
-    base = analysis.baseline
+    chained = analysis.chained
+    # Chained comparisons (three-sided) have a baseline per row: name it in a column.
+    base = "baseline" if chained else analysis.baseline
     p_header = "p" if analysis.correction == "none" else f"p ({analysis.correction})"
     candidate = "candidate" if many else analysis.results[0].candidate
-    header = ["metric", *(["arm"] if many else []), base, candidate]
-    header += ["effect", "CI", p_header, "threshold", "verdict"]
+    header = ["metric", *(["arm"] if many else []), *(["against"] if chained else [])]
+    header += [base, candidate, "effect", "CI", p_header, "threshold", "verdict"]
     lines = [
         "| " + " | ".join(_text(h) for h in header) + " |",
         "|"
-        + "|".join("---:" if h not in ("metric", "arm", "verdict") else "---" for h in header)
+        + "|".join(
+            "---:" if h not in ("metric", "arm", "against", "verdict") else "---" for h in header
+        )
         + "|",
     ]
     for r in analysis.results:
@@ -86,6 +92,7 @@ def _metrics_table(report: ExperimentReport) -> list[str]:
         cells = [
             _code(r.metric),
             *([_text(r.candidate)] if many else []),
+            *([_text(r.baseline)] if chained else []),
             number_text(c.mean_a),
             number_text(c.mean_b),
             effect,
@@ -116,12 +123,13 @@ def _model_notes(results: tuple[MetricAnalysis, ...]) -> list[str]:
     return lines
 
 
-def _notes(results: tuple[MetricAnalysis, ...]) -> list[str]:
+def _notes(results: tuple[MetricAnalysis, ...], *, chained: bool) -> list[str]:
     """Warm-up cuts and model warnings, one line per distinct note naming its metrics."""
     many = len({r.candidate for r in results}) > 1
     groups: dict[str, list[str]] = {}
     for r in results:
-        name = _code(r.metric) + (f" ({_text(r.candidate)})" if many else "")
+        arm = comparison_text(r) if chained else r.candidate
+        name = _code(r.metric) + (f" ({_text(arm)})" if many or chained else "")
         if r.warmup_rows_cut:
             groups.setdefault(f"warm-up cut: {r.warmup_rows_cut} rows", []).append(name)
         for warning in r.comparison.warnings:
@@ -148,12 +156,13 @@ def _setup(report: ExperimentReport) -> list[str]:
             cached = " (cached)" if arm.build_cached else ""
             build = f", build {_code(arm.build_key[:12])}{cached}"
         setup = f"; {_code(arm.setup)}" if arm.setup else ""
-        lines.append(f"- arm {_text(arm.name)}: {_text(arm.source)}{build}{setup}")
+        against = f"; against {_text(arm.baseline)}" if report.chained and arm.baseline else ""
+        lines.append(f"- arm {_text(arm.name)}: {_text(arm.source)}{build}{setup}{against}")
     for host in report.hosts:
         facts = "; ".join(f"{_text(k)} {_text(v)}" for k, v in host.facts.items())
         lines.append(f"- host {host.host}: {_text(host.where)}" + (f" ({facts})" if facts else ""))
     if report.analysis is not None:
-        lines += _notes(report.analysis.results)
+        lines += _notes(report.analysis.results, chained=report.analysis.chained)
     return lines
 
 
@@ -178,6 +187,8 @@ def render_markdown(report: ExperimentReport) -> str:
     analysis = report.analysis
     if analysis is not None and analysis.results:
         lines += ["", *_metrics_table(report)]
+        if analysis.chained:
+            lines += ["", _text(deciding_text(analysis))]
         lines += ["", "Models:", "", *_model_notes(analysis.results)]
     lines += ["", "<details><summary>Setup</summary>", "", *_setup(report), "", "</details>"]
     if report.html_path is not None:

@@ -11,7 +11,14 @@ from rich.text import Text
 
 from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
-from hairline.report.context import ExperimentReport, effect_text, headline, threshold_text
+from hairline.report.context import (
+    ExperimentReport,
+    comparison_text,
+    deciding_text,
+    effect_text,
+    headline,
+    threshold_text,
+)
 
 __all__ = ["print_analysis", "print_experiment", "print_plan"]
 
@@ -76,11 +83,15 @@ def print_plan(report: PlanReport, console: Console) -> None:
 
 
 def print_analysis(analysis: Analysis, console: Console) -> None:
+    chained = analysis.chained
+    against = "its baseline" if chained else analysis.baseline
     table = Table(
-        title=f"{analysis.source}: each arm against {analysis.baseline} "
+        title=f"{analysis.source}: each arm against {against} "
         f"(alpha {analysis.alpha:g}, correction {analysis.correction})"
     )
-    for column in ("metric", "arm", "effect", "CI", "p", "threshold", "model", "verdict"):
+    columns = ["metric", "arm", *(["against"] if chained else [])]
+    columns += ["effect", "CI", "p", "threshold", "model", "verdict"]
+    for column in columns:
         table.add_column(column, justify="right" if column in ("effect", "p") else "left")
     for r in analysis.results:
         v = r.verdict
@@ -90,6 +101,7 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
         table.add_row(
             escape(r.metric),
             escape(r.candidate),
+            *([escape(r.baseline)] if chained else []),
             effect,
             escape(interval),
             f"{v.p_adjusted:.3g}",
@@ -98,14 +110,17 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
             f"[{_STYLE.get(v.label, '')}]{v.label}[/]",
         )
     console.print(table)
+    if chained:
+        console.print(escape(deciding_text(analysis)), style="bold")
     for r in analysis.results:
         notes = [*r.comparison.warnings]
         if r.warmup_rows_cut:
             notes.append(f"warm-up: {r.warmup_rows_cut} rows cut")
         if r.model_reason != "chosen by the user":
             notes.append(r.model_reason)
+        arm = comparison_text(r) if chained else r.candidate
         for note in notes:
-            console.print(escape(f"  {r.metric} ({r.candidate}): {note}"), style="dim")
+            console.print(escape(f"  {r.metric} ({arm}): {note}"), style="dim")
 
 
 _HEADLINE_STYLE = {
@@ -165,7 +180,8 @@ def _experiment_panel(report: ExperimentReport) -> Panel:
             cached = {True: ", cached", False: ", built", None: ""}[arm.build_cached]
             build = f" (build {arm.build_key[:12]}{cached})"
         setup = f"; {arm.setup}" if arm.setup else ""
-        grid.add_row(f"arm {arm.name}", Text(arm.source + build + setup))
+        against = f"; against {arm.baseline}" if report.chained and arm.baseline else ""
+        grid.add_row(f"arm {arm.name}", Text(arm.source + build + setup + against))
     for host in report.hosts:
         facts = ", ".join(f"{k} {v}" for k, v in host.facts.items())
         grid.add_row(f"host {host.host}", Text(host.where + (f"; {facts}" if facts else "")))
