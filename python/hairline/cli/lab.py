@@ -1,4 +1,4 @@
-"""The lab's commands: run, aa, status, report, demo, and ``lab process|quota|hosts``.
+"""The lab's commands: run, aa, status, report, demo, and ``lab process|quota|hosts|factors``.
 
 ``hairline run FILE`` validates the experiment file, puts the experiment in the durable
 queue and, unless ``--no-process``, processes it in this process (claiming it with a lease
@@ -25,6 +25,12 @@ from rich.table import Table
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.config import ExperimentConfig
+from hairline.hosts.factors import (
+    DEFAULT_METRIC,
+    DEFAULT_MIN_RUNS,
+    FactorAnalysis,
+    factor_analysis,
+)
 from hairline.hosts.inventory import ensure_local_hosts, inventory, region_quotas, set_quota
 from hairline.lab.demo import demo_config
 from hairline.lab.files import load_experiment_file
@@ -34,7 +40,7 @@ from hairline.lab.status import artifacts_dir, experiment_rows, phase_of
 from hairline.report.context import ExperimentReport, experiment_json
 from hairline.report.experiment import load_report
 from hairline.report.html import render_html
-from hairline.report.jsonout import write_json
+from hairline.report.jsonout import to_jsonable, write_json
 from hairline.report.markdown import append_step_summary, render_markdown
 from hairline.report.terminal import print_experiment
 from hairline.store.db import DEFAULT_HOME, Store, open_store
@@ -553,6 +559,93 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
                 ([f"{quotas[t]} overall"] if t in quotas else [])
                 + [f"{n} in {r}" for r, n in sorted(regional.get(t, {}).items())]
             ) for t in teams))  # fmt: skip
+
+
+@lab.command()
+@_store_options
+@click.option("--metric", default=DEFAULT_METRIC, show_default=True,
+              help="The metric whose variance the host facts should explain.")  # fmt: skip
+@click.option("--service", help="Only this service's experiments (default: all).")
+@click.option("--min-runs", type=click.IntRange(2), default=DEFAULT_MIN_RUNS, show_default=True,
+              help="Fewest runs a CPU model or kernel needs for its CoV.")  # fmt: skip
+@click.option("--cov-from", type=click.Choice(["aa", "all"]), default="aa", show_default=True,
+              help="The experiments the CoV comes from: A/A only, or A/A and A/B.")  # fmt: skip
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the analysis as JSON ('-' for stdout).")  # fmt: skip
+def factors(
+    db_url: str | None,
+    home: Path,
+    metric: str,
+    service: str | None,
+    min_runs: int,
+    cov_from: str,
+    json_path: Path | None,
+) -> None:
+    """Which host facts explain a metric's variance, over the stored runs (ANOVA).
+
+    Fits the metric of every stored run, normalised by its experiment's mean, on the facts
+    of its host (server type, CPU arch and model, kernel, region, turbo, ...): R² with all
+    facts, the best subsets of one to three, and the coefficient of variation of each CPU
+    model and kernel in A/A runs (ServiceLab section 4.1). Exit status 2 when there are no
+    runs or too few to fit.
+    """
+    out = console(json_path)
+    store = open_store(db_url, home=home)
+    try:
+        result = factor_analysis(
+            store, metric=metric, service=service, min_runs=min_runs,
+            cov_kinds=("aa",) if cov_from == "aa" else ("aa", "ab"),
+        )  # fmt: skip
+    finally:
+        store.close()
+    _print_factors(result, out)
+    if json_path is not None:
+        if str(json_path) == "-":
+            click.echo(json.dumps(to_jsonable(result), indent=2))
+        else:
+            write_json(json_path, result)
+            out.print(f"wrote {json_path}")
+
+
+def _print_factors(result: FactorAnalysis, out: Console) -> None:
+    def r2(x: float) -> str:
+        return "n/a" if x != x else f"{x:.3f}"
+
+    table = Table(
+        title=f"R² of {_esc(result.metric)} on host facts ({result.runs} runs of "
+        f"{result.experiments} experiments, each normalised by its experiment's mean)"
+    )
+    for col in ("factors", "R²", "adjusted R²"):
+        table.add_column(col, justify="left" if col == "factors" else "right")
+    table.add_row(f"all {len(result.factors)}: " + ", ".join(result.factors),
+                  r2(result.r2), r2(result.r2_adj), style="bold")  # fmt: skip
+    for subset in result.best:
+        if len(subset.factors) < len(result.factors):
+            table.add_row(f"best {len(subset.factors)}: " + ", ".join(subset.factors),
+                          r2(subset.r2), r2(subset.r2_adj))  # fmt: skip
+    out.print(table)
+    table = Table(title="each factor: alone, and beyond the others (type II ANOVA)")
+    for col in ("factor", "levels", "R² alone", "share beyond others", "F", "p"):
+        table.add_column(col, justify="left" if col == "factor" else "right")
+    for e in result.effects:
+        table.add_row(e.factor, str(e.levels), r2(e.r2_alone), r2(e.share),
+                      "n/a" if e.f_value != e.f_value else f"{e.f_value:.3g}",
+                      "n/a" if e.p_value != e.p_value else f"{e.p_value:.3g}")  # fmt: skip
+    out.print(table)
+    if result.cov:
+        kinds = " and ".join("A/A" if k == "aa" else "A/B" for k in result.cov_kinds)
+        table = Table(title=f"coefficient of variation (sd / mean) per CPU model and kernel, "
+                      f"{kinds} runs, noisiest first")  # fmt: skip
+        for col in ("fact", "value", "runs", "experiments", "CoV"):
+            table.add_column(col, justify="left" if col in ("fact", "value") else "right")
+        for c in result.cov:
+            table.add_row(c.fact, _esc(c.value), str(c.runs), str(c.experiments),
+                          f"{c.cov * 100:.2f}%")  # fmt: skip
+        out.print(table)
+        out.print("median CoV: " + ", ".join(
+            f"{fact} {p50 * 100:.2f}%" for fact, p50 in result.cov_p50.items()))  # fmt: skip
+    for note in result.notes:
+        out.print(f"[dim]note: {_esc(note)}[/]")
 
 
 @main.command()
