@@ -75,6 +75,7 @@ _ALIASES = {"cpu_arch": ("arch",)}
 # The host columns a missing fact falls back to.
 _HOST_COLUMNS = ("region", "server_type", "cpu_arch", "cpu_model", "kernel")
 _UNKNOWN = "unknown"
+_RUN_COLUMNS = (Run.experiment_id, Run.trial, Run.batch, Run.arm, Run.facts)
 
 
 @dataclass(frozen=True)
@@ -167,16 +168,8 @@ def _run_means(path: Path, metric: str) -> dict[tuple[int, int, str], float]:
     if table.num_rows == 0:
         return {}
     means = table.group_by(["trial", "batch", "arm"]).aggregate([("value", "mean")])
-    return {
-        (int(t), int(b), str(a)): float(v)
-        for t, b, a, v in zip(
-            means.column("trial").to_pylist(),
-            means.column("batch").to_pylist(),
-            means.column("arm").to_pylist(),
-            means.column("value_mean").to_pylist(),
-            strict=True,
-        )
-    }
+    columns = (means.column(c).to_pylist() for c in ("trial", "batch", "arm", "value_mean"))
+    return {(int(t), int(b), str(a)): float(v) for t, b, a, v in zip(*columns, strict=True)}
 
 
 def load_runs(
@@ -202,15 +195,7 @@ def load_runs(
             .order_by(Experiment.id, Trial.index)
         ).all()
         runs = session.execute(
-            select(
-                Run.experiment_id,
-                Run.trial,
-                Run.batch,
-                Run.arm,
-                Run.facts,
-                Host.name,
-                *(getattr(Host, c) for c in _HOST_COLUMNS),
-            )
+            select(*_RUN_COLUMNS, Host.name, *(getattr(Host, c) for c in _HOST_COLUMNS))
             .join(Host, Host.id == Run.host_id)
             .join(Experiment, Experiment.id == Run.experiment_id)
             .join(Service, Service.id == Experiment.service_id)
@@ -246,19 +231,7 @@ def load_runs(
                 unplaced += 1
                 continue
             host_name, facts = where_ran
-            out.append(
-                RunValue(
-                    experiment=eid,
-                    kind=kind,
-                    service=name,
-                    trial=trial,
-                    batch=batch,
-                    arm=arm,
-                    host=host_name,
-                    value=value,
-                    facts=facts,
-                )
-            )
+            out.append(RunValue(eid, kind, name, trial, batch, arm, host_name, value, facts))
     notes = []
     if unreadable:
         notes.append(
