@@ -21,8 +21,8 @@ from hairline.hosts.inventory import (
     held_hosts,
     local_layout,
     release_hosts,
-    set_quota,
 )
+from hairline.hosts.quotas import set_quota
 from hairline.hosts.similar import Requirements
 from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Host, Service

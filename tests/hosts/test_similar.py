@@ -174,3 +174,12 @@ def test_mismatches_name_each_fact_that_differs_and_leave_out_the_compared_hardw
 def test_arm_facts_outside_the_matchable_ones_are_a_programming_error() -> None:
     with pytest.raises(ValueError, match="region"):
         Requirements(arms=({"region": "eu"},))
+
+
+def test_arms_that_name_every_fact_share_only_the_region() -> None:
+    a = {"server_type": "web", "cpu_arch": "x86_64", "cpu_model": "A", "kernel": "6.1",
+         "turbo": "off"}  # fmt: skip
+    b = {**a, "cpu_model": "B", "kernel": "6.8"}
+    groups = [group(1, **a), group(1, **b), group(1, **{**b, "region": "us"})]
+    got = picked(choose(groups, [a, b], room=ROOM, requirements=Requirements(arms=(a, b))))
+    assert [g.cpu_model for g in got.slots] == ["A", "B"] and got.region == "eu"

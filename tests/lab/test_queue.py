@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from hairline.config import ExperimentConfig, load_experiment
 from hairline.errors import HairlineError
-from hairline.hosts.inventory import set_quota
+from hairline.hosts.quotas import set_quota
 from hairline.lab.queue import (
     Cancelled,
     LeaseKeeper,

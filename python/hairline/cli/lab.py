@@ -31,7 +31,8 @@ from hairline.hosts.factors import (
     FactorAnalysis,
     factor_analysis,
 )
-from hairline.hosts.inventory import ensure_local_hosts, inventory, region_quotas, set_quota
+from hairline.hosts.inventory import ensure_local_hosts, inventory
+from hairline.hosts.quotas import region_quotas, set_quota
 from hairline.lab.demo import demo_config
 from hairline.lab.files import load_experiment_file
 from hairline.lab.processor import Event, ProcessorOptions, process_experiment, process_next

@@ -34,16 +34,28 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Table,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HostsUnavailable
+from hairline.hosts.counts import class_counts, count_taken
 from hairline.hosts.facts import probe_facts
+from hairline.hosts.quotas import held_by_region, lock_quotas, room_by_region
 from hairline.hosts.similar import (
     GROUP_FACTS,
+    Choice,
     Group,
     NoChoice,
     Requirements,
@@ -52,13 +64,12 @@ from hairline.hosts.similar import (
     shared_facts,
 )
 from hairline.store.db import Store
-from hairline.store.models import Experiment, Host, Quota, RegionQuota
+from hairline.store.models import Experiment, Host, Quota
 
 __all__ = [
     "LOCAL_BACKEND",
     "Allocation",
     "Layout",
-    "TeamUsage",
     "Waiting",
     "allocate",
     "ensure_local_hosts",
@@ -66,16 +77,11 @@ __all__ = [
     "inventory",
     "local_layout",
     "parse_cpus",
-    "region_quotas",
     "release_hosts",
     "requirements_for",
-    "set_quota",
-    "team_usage",
 ]
 
 LOCAL_BACKEND = "local"
-# Room for a team without a quota: more hosts than any inventory holds.
-_UNLIMITED = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -177,43 +183,51 @@ def _enabled(backend: str) -> list[ColumnElement[bool]]:
     return where
 
 
-def _usable(backend: str) -> list[ColumnElement[bool]]:
-    """Hosts of ``backend`` an experiment may be given: enabled and healthy."""
-    return [*_enabled(backend), Host.healthy.is_(True)]
+# The statements of allocation, built once on the table: building SQLAlchemy expressions
+# and running them through the ORM cost more Python time than PostgreSQL spends on them.
+_HOSTS = cast(Table, Host.__table__)
+_H = _HOSTS.c
+_EXPERIMENTS = cast(Table, Experiment.__table__)
+_FREE_NOW = or_(_H.experiment_id.is_(None), _H.lease_expires_at.is_(None),
+                _H.lease_expires_at < bindparam("now"))  # fmt: skip
+_MINE = select(_HOSTS).where(_H.experiment_id == bindparam("e_id")).order_by(_H.id)
+_NOBODY = {"experiment_id": None, "team": None, "allocated_at": None, "lease_expires_at": None}
+_GIVE_BACK = update(_HOSTS).where(_H.id.in_(bindparam("ids", expanding=True))).values(_NOBODY)
+_RELEASE = update(_HOSTS).where(_H.experiment_id == bindparam("e_id")).values(_NOBODY)
+_RENEW = (
+    update(_HOSTS)
+    .where(_H.id.in_(bindparam("ids", expanding=True)))
+    .values(lease_expires_at=bindparam("until"))
+)
+_RECORDED = select(_EXPERIMENTS.c.region).where(_EXPERIMENTS.c.id == bindparam("e_id"))
+_SET_REGION = (
+    update(_EXPERIMENTS)
+    .where(_EXPERIMENTS.c.id == bindparam("e_id"), _EXPERIMENTS.c.region.is_(None))
+    .values(region=bindparam("r"))
+)
+_TAKE = (
+    update(_HOSTS)
+    .where(_H.id.in_(bindparam("ids", expanding=True)), _FREE_NOW)
+    .values(experiment_id=bindparam("e_id"), team=bindparam("e_team"),
+            allocated_at=bindparam("now"), lease_expires_at=bindparam("until"))
+)  # fmt: skip
 
 
-def set_quota(store: Store, team: str, max_hosts: int, *, region: str | None = None) -> None:
-    """The most hosts ``team`` may hold at once, overall or in ``region``."""
-    with store.transaction() as session:
-        if region is None:
-            row = session.get(Quota, team)
-            if row is None:
-                session.add(Quota(team=team, max_hosts=max_hosts))
-            else:
-                row.max_hosts = max_hosts
-        else:
-            regional = session.get(RegionQuota, (team, region))
-            if regional is None:
-                session.add(RegionQuota(team=team, region=region, max_hosts=max_hosts))
-            else:
-                regional.max_hosts = max_hosts
+def _pick_statement(local: bool) -> Select[Any]:
+    """The free hosts of one group, locked, skipping those another allocation locks."""
+    pick = select(_HOSTS).where(
+        _H.backend == bindparam("backend"),
+        _H.enabled.is_(True),
+        _H.healthy.is_(True),
+        _FREE_NOW,
+        *(_H[f] == bindparam(f"g_{f}") for f in GROUP_FACTS),
+    )
+    if local:
+        pick = pick.where(_H.machine == bindparam("machine"))
+    return pick.order_by(_H.id).limit(bindparam("n")).with_for_update(skip_locked=True)
 
 
-def _lock_quotas(session: Session, team: str) -> tuple[int | None, dict[str, int]]:
-    """Lock and read the team's quota rows: (overall or None, {region: max})."""
-    overall = session.execute(
-        update(Quota)
-        .where(Quota.team == team)
-        .values(max_hosts=Quota.max_hosts)
-        .returning(Quota.max_hosts)
-    ).scalar()
-    regional = session.execute(
-        update(RegionQuota)
-        .where(RegionQuota.team == team)
-        .values(max_hosts=RegionQuota.max_hosts)
-        .returning(RegionQuota.region, RegionQuota.max_hosts)
-    ).all()
-    return overall, {str(region): int(n) for region, n in regional}
+_PICK = {True: _pick_statement(local=True), False: _pick_statement(local=False)}
 
 
 def requirements_for(
@@ -232,7 +246,7 @@ def requirements_for(
     return Requirements(arms=arms, max_cov=config.hosts.cov_limit, cov=dict(cov or {}))
 
 
-def _group_facts(host: Host) -> dict[str, str]:
+def _group_facts(host: Any) -> dict[str, str]:
     return {f: str(getattr(host, f)) for f in GROUP_FACTS}
 
 
@@ -259,78 +273,121 @@ def allocate(
     if requirements.arms and len(requirements.arms) != count:
         raise ValueError(f"{len(requirements.arms)} arm classes for {count} hosts")
     now = clock()
-    with store.transaction() as session:
-        overall, regional = _lock_quotas(session, team)
-        pool = session.scalar(select(func.count()).select_from(Host).where(*_enabled(backend)))
-        _never(team, count, overall, pool or 0, backend)
-        if backend == LOCAL_BACKEND and requirements.hardware:
-            _local_classes_exist(session, requirements)
-        mine = session.scalars(
-            select(Host).where(Host.experiment_id == experiment_id).order_by(Host.id)
-        ).all()
-        kept = [h for h in mine if h.enabled and h.healthy and h.backend == backend]
-        gone = [h.id for h in mine if h not in kept]
-        if gone:
-            session.execute(
-                update(Host)
-                .where(Host.id.in_(gone))
-                .values(experiment_id=None, team=None, allocated_at=None, lease_expires_at=None)
-            )
-        if len(kept) > count:
-            kept = kept[:count]
-        for host in kept:
-            host.lease_expires_at = now + lease_s
-        if len(kept) == count:
-            return _allocation(_in_arm_order(kept, requirements))
-        held = _held_by_region(session, team, experiment_id, now)
-        held_total = sum(held.values())
-        if overall is not None and held_total + count > overall:
-            return Waiting(f"team {team!r} holds {held_total} of its {overall} hosts")
-        recorded = session.scalar(select(Experiment.region).where(Experiment.id == experiment_id))
-        pinned = _pinned(kept, recorded, requirements)
-        groups = _free_groups(session, backend, now, pinned.get("region"))
-        room = _room(groups, held, held_total, overall, regional, len(kept))
-        slots = _open_slots(kept, count, requirements)
-        choice = choose(groups, slots, room=room, requirements=requirements, pinned=pinned)
-        if isinstance(choice, NoChoice):
-            return Waiting(choice.reason)
-        taken = _take(session, choice.slots, backend, experiment_id, team, now, lease_s)
-        if taken is None:
-            session.rollback()
-            return Waiting("another experiment took a host at the same moment")
-        if recorded is None:
-            session.execute(
-                update(Experiment)
-                .where(Experiment.id == experiment_id, Experiment.region.is_(None))
-                .values(region=choice.region)
-            )
-        return _allocation(_in_arm_order([*kept, *taken], requirements))
+    try:
+        with store.engine.begin() as connection:
+            return _allocate(
+                connection, store, experiment_id, team, count,
+                now=now, lease_s=lease_s, backend=backend, requirements=requirements,
+            )  # fmt: skip
+    except _TakenMeanwhile:
+        return Waiting("another experiment took a host at the same moment")
 
 
-def _never(team: str, count: int, overall: int | None, pool: int, backend: str) -> None:
+class _TakenMeanwhile(Exception):
+    """Hosts counted free were taken by another allocation: the transaction rolls back."""
+
+
+def _allocate(
+    connection: Connection,
+    store: Store,
+    experiment_id: int,
+    team: str,
+    count: int,
+    *,
+    now: float,
+    lease_s: float,
+    backend: str,
+    requirements: Requirements,
+) -> Allocation | Waiting:
+    """The allocation in its transaction (see :func:`allocate`)."""
+    overall, regional = lock_quotas(connection, team)
     if overall is not None and count > overall:
         raise HostsUnavailable(
             f"team {team!r} may hold {overall} hosts at once; this experiment "
             f"needs {count} (one per arm)",
             hint=f"raise it with `hairline lab quota {team} {count}`, or run fewer arms",
         )
-    if count > pool:
-        if backend == LOCAL_BACKEND:
-            raise HostsUnavailable(
-                f"this machine has {pool} hosts (CPU sets); the experiment needs {count}",
-                hint="use fewer arms, or a smaller --cpus-per-host",
-            )
+    kept = _kept(connection, experiment_id, backend, count, now, lease_s)
+    if len(kept) == count:
+        return _allocation(_in_arm_order(kept, requirements))
+    held = held_by_region(connection, team, experiment_id, now)
+    if overall is not None and sum(held.values()) + count > overall:
+        return Waiting(f"team {team!r} holds {sum(held.values())} of its {overall} hosts")
+    recorded = connection.execute(_RECORDED, {"e_id": experiment_id}).scalar()
+    pinned = _pinned(kept, recorded, requirements)
+    slots = _open_slots(kept, count, requirements)
+    if backend == LOCAL_BACKEND and requirements.hardware:
+        _local_classes_exist(connection, requirements)
+    # The class counts may be a second old (hosts/counts.py): a choice they fail is
+    # made again from counts read now, before the experiment is told to wait.
+    for fresh in (False, True):
+        counts = class_counts(
+            connection, store, backend, enabled=_enabled(backend), free=_host_free(now),
+            fresh=fresh,
+        )  # fmt: skip
+        if count > counts.pool:
+            if not fresh:
+                continue
+            _too_few(backend, counts.pool, count)
+        room = room_by_region(
+            {g.region for g in counts.groups}, held=held, overall=overall,
+            regional=regional, kept=len(kept),
+        )  # fmt: skip
+        choice = choose(counts.groups, slots, room=room, requirements=requirements,
+                        pinned=pinned)  # fmt: skip
+        if isinstance(choice, NoChoice):
+            if fresh:
+                return Waiting(choice.reason)
+            continue
+        taken = _take(connection, choice.slots, backend, experiment_id, team, now, lease_s)
+        if taken is not None:
+            break
+        if fresh:
+            raise _TakenMeanwhile
+    assert isinstance(choice, Choice) and taken is not None
+    count_taken(store, backend, choice.slots)
+    if recorded is None:
+        connection.execute(_SET_REGION, {"e_id": experiment_id, "r": choice.region})
+    return _allocation(_in_arm_order([*kept, *taken], requirements))
+
+
+def _kept(
+    connection: Connection,
+    experiment_id: int,
+    backend: str,
+    count: int,
+    now: float,
+    lease_s: float,
+) -> list[Any]:
+    """The experiment's hosts (rows) that can go on serving it, their leases renewed; the
+    others (dead, disabled) given back."""
+    mine = connection.execute(_MINE, {"e_id": experiment_id}).all()
+    kept = [h for h in mine if h.enabled and h.healthy and h.backend == backend][:count]
+    gone = [h.id for h in mine if h not in kept]
+    if gone:
+        connection.execute(_GIVE_BACK, {"ids": gone})
+    if kept:
+        connection.execute(_RENEW, {"ids": [h.id for h in kept], "until": now + lease_s})
+    return kept
+
+
+def _too_few(backend: str, pool: int, count: int) -> None:
+    if backend == LOCAL_BACKEND:
         raise HostsUnavailable(
-            f"the {backend} backend has {pool} hosts; the experiment needs {count}",
-            hint="join more test machines with `hairline agent start`, or run fewer arms",
+            f"this machine has {pool} hosts (CPU sets); the experiment needs {count}",
+            hint="use fewer arms, or a smaller --cpus-per-host",
         )
+    raise HostsUnavailable(
+        f"the {backend} backend has {pool} hosts; the experiment needs {count}",
+        hint="join more test machines with `hairline agent start`, or run fewer arms",
+    )
 
 
-def _local_classes_exist(session: Session, requirements: Requirements) -> None:
+def _local_classes_exist(connection: Connection, requirements: Requirements) -> None:
     """Hardware mode on this machine's CPU sets: every arm's class must be here, or the
     experiment would wait for hosts that can never come."""
     for facts in requirements.arms:
-        found = session.scalar(
+        found = connection.scalar(
             select(func.count())
             .select_from(Host)
             .where(*_enabled(LOCAL_BACKEND), *(getattr(Host, k) == v for k, v in facts.items()))
@@ -344,23 +401,8 @@ def _local_classes_exist(session: Session, requirements: Requirements) -> None:
             )
 
 
-def _held_by_region(session: Session, team: str, experiment_id: int, now: float) -> dict[str, int]:
-    """The team's hosts held by its other experiments, per region."""
-    rows = session.execute(
-        select(Host.region, func.count())
-        .where(
-            Host.team == team,
-            Host.experiment_id.is_not(None),
-            Host.experiment_id != experiment_id,
-            Host.lease_expires_at >= now,
-        )
-        .group_by(Host.region)
-    ).all()
-    return {str(region): int(n) for region, n in rows}
-
-
 def _pinned(
-    kept: Sequence[Host], recorded: str | None, requirements: Requirements
+    kept: Sequence[Any], recorded: str | None, requirements: Requirements
 ) -> dict[str, str]:
     """Facts the new hosts must have: the experiment's region, the kept hosts' shared facts."""
     pinned: dict[str, str] = {}
@@ -372,40 +414,8 @@ def _pinned(
     return pinned
 
 
-def _free_groups(session: Session, backend: str, now: float, region: str | None) -> list[Group]:
-    columns = [getattr(Host, f) for f in GROUP_FACTS]
-    query = select(*columns, func.count()).where(*_usable(backend), _host_free(now))
-    if region is not None:
-        query = query.where(Host.region == region)
-    rows = session.execute(query.group_by(*columns)).all()
-    return [
-        Group(**{f: str(v) for f, v in zip(GROUP_FACTS, row[:-1], strict=True)}, free=int(row[-1]))
-        for row in rows
-    ]
-
-
-def _room(
-    groups: Sequence[Group],
-    held: Mapping[str, int],
-    held_total: int,
-    overall: int | None,
-    regional: Mapping[str, int],
-    kept: int,
-) -> dict[str, int]:
-    """How many more hosts the team may take in each region with free hosts: its region
-    quota left where it has one, never more than its overall quota left."""
-    left = _UNLIMITED if overall is None else overall - held_total
-    room = {}
-    for region in {g.region for g in groups}:
-        here = left
-        if region in regional:
-            here = min(here, regional[region] - held.get(region, 0))
-        room[region] = here - kept
-    return room
-
-
 def _open_slots(
-    kept: Sequence[Host], count: int, requirements: Requirements
+    kept: Sequence[Any], count: int, requirements: Requirements
 ) -> list[Mapping[str, str]]:
     if not requirements.arms:
         return [{} for _ in range(count - len(kept))]
@@ -414,53 +424,36 @@ def _open_slots(
 
 
 def _take(
-    session: Session,
+    connection: Connection,
     slots: Sequence[Group],
     backend: str,
     experiment_id: int,
     team: str,
     now: float,
     lease_s: float,
-) -> list[Host] | None:
-    """Lock and take the chosen groups' hosts; None if others took them first."""
+) -> list[Any] | None:
+    """Lock and take the chosen groups' hosts (rows); None if others took them first."""
     wanted: dict[Group, int] = {}
     for group in slots:
         wanted[group] = wanted.get(group, 0) + 1
-    rows: list[Host] = []
+    pick = _PICK[backend == LOCAL_BACKEND]
+    rows: list[Any] = []
     for group, n in wanted.items():
-        found = session.scalars(
-            select(Host)
-            .where(
-                *_usable(backend),
-                _host_free(now),
-                *(getattr(Host, f) == group.fact(f) for f in GROUP_FACTS),
-            )
-            .order_by(Host.id)
-            .limit(n)
-            .with_for_update(skip_locked=True)
-        ).all()
+        params: dict[str, object] = {f"g_{f}": group.fact(f) for f in GROUP_FACTS}
+        params.update(backend=backend, now=now, n=n, machine=_machine())
+        found = connection.execute(pick, params).all()
         if len(found) < n:
             return None
         rows.extend(found)
     ids = [h.id for h in rows]
-    result = session.execute(
-        update(Host)
-        .where(and_(Host.id.in_(ids), _host_free(now)))
-        .values(
-            experiment_id=experiment_id,
-            team=team,
-            allocated_at=now,
-            lease_expires_at=now + lease_s,
-        )
-        .execution_options(synchronize_session=False)
+    result = connection.execute(
+        _TAKE,
+        {"ids": ids, "now": now, "e_id": experiment_id, "e_team": team, "until": now + lease_s},
     )
-    # The rows' allocation columns stay stale in this session: nothing reads them below.
-    if result.rowcount != len(ids):  # type: ignore[attr-defined]
-        return None
-    return rows
+    return rows if result.rowcount == len(ids) else None
 
 
-def _in_arm_order(hosts: Sequence[Host], requirements: Requirements) -> list[Host]:
+def _in_arm_order(hosts: Sequence[Any], requirements: Requirements) -> list[Any]:
     """Hosts by id, or, in hardware mode, each arm's host in arm order."""
     ordered = sorted(hosts, key=lambda h: h.id)
     if not requirements.arms:
@@ -480,7 +473,7 @@ def parse_cpus(text: str) -> tuple[int, ...]:
     return tuple(cpus)
 
 
-def _facts(host: Host) -> dict[str, str]:
+def _facts(host: Any) -> dict[str, str]:
     """The host's facts JSON, with the class columns filled in where it lacks them."""
     facts: dict[str, str] = {str(k): str(v) for k, v in json.loads(host.facts or "{}").items()}
     facts.setdefault("region", host.region)
@@ -492,7 +485,7 @@ def _facts(host: Host) -> dict[str, str]:
     return facts
 
 
-def _allocation(rows: Sequence[Host]) -> Allocation:
+def _allocation(rows: Sequence[Any]) -> Allocation:
     return Allocation(
         host_ids=tuple(h.id for h in rows),
         names=tuple(h.name for h in rows),
@@ -504,12 +497,8 @@ def _allocation(rows: Sequence[Host]) -> Allocation:
 
 
 def release_hosts(store: Store, experiment_id: int) -> None:
-    with store.transaction() as session:
-        session.execute(
-            update(Host)
-            .where(Host.experiment_id == experiment_id)
-            .values(experiment_id=None, team=None, allocated_at=None, lease_expires_at=None)
-        )
+    with store.engine.begin() as connection:
+        connection.execute(_RELEASE, {"e_id": experiment_id})
 
 
 def held_hosts(store: Store) -> list[tuple[str, int]]:
@@ -519,35 +508,6 @@ def held_hosts(store: Store) -> list[tuple[str, int]]:
             select(Host.name, Host.experiment_id).where(Host.experiment_id.is_not(None))
         ).all()
         return [(name, int(eid)) for name, eid in rows if eid is not None]
-
-
-@dataclass(frozen=True)
-class TeamUsage:
-    """What fairness between teams needs: hosts held per team, quotas, the pool's size."""
-
-    held: dict[str, int]
-    quotas: dict[str, int]
-    pool: int
-
-
-def team_usage(session: Session, now: float) -> TeamUsage:
-    """Every team's hosts held now (allocations whose lease runs), every overall quota,
-    and the enabled healthy hosts of every backend."""
-    held = session.execute(
-        select(Host.team, func.count())
-        .where(Host.team.is_not(None), Host.experiment_id.is_not(None),
-               Host.lease_expires_at >= now)
-        .group_by(Host.team)
-    ).all()  # fmt: skip
-    quotas = session.execute(select(Quota.team, Quota.max_hosts)).all()
-    pool = session.scalar(
-        select(func.count()).select_from(Host).where(Host.enabled.is_(True), Host.healthy.is_(True))
-    )
-    return TeamUsage(
-        held={str(t): int(n) for t, n in held},
-        quotas={str(t): int(n) for t, n in quotas},
-        pool=int(pool or 0),
-    )
 
 
 def inventory(store: Store) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -576,12 +536,3 @@ def inventory(store: Store) -> tuple[list[dict[str, Any]], dict[str, int]]:
         ]
         quotas = {q.team: q.max_hosts for q in session.scalars(select(Quota))}
     return rows, quotas
-
-
-def region_quotas(store: Store) -> dict[str, dict[str, int]]:
-    """Every team's quotas per region: {team: {region: max hosts}}."""
-    regional: dict[str, dict[str, int]] = {}
-    with store.transaction() as session:
-        for r in session.scalars(select(RegionQuota).order_by(RegionQuota.team)):
-            regional.setdefault(r.team, {})[r.region] = r.max_hosts
-    return regional

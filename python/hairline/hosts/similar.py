@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 __all__ = [
     "ARM_FACTS",
@@ -133,19 +134,30 @@ def shared_facts(arms: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
     return tuple(f for f in GROUP_FACTS if f not in named)
 
 
-def _avoided(group: Group, named: Collection[str], requirements: Requirements) -> str | None:
-    if requirements.max_cov is None:
-        return None
-    for fact in COV_FACTS:
-        if fact in named:
-            continue
-        cov = requirements.cov.get((fact, group.fact(fact)))
-        if cov is not None and cov > requirements.max_cov:
-            return (
-                f"{fact.replace('_', ' ')} {group.fact(fact)!r} varied by {cov:.1%} (CoV) in "
-                f"past A/A runs, above max_cov {requirements.max_cov:.1%}"
-            )
-    return None
+def _avoid_list(requirements: Requirements, named: Collection[str]) -> dict[tuple[str, str], str]:
+    """Why each (fact, value) of high CoV is avoided, for the facts no arm names."""
+    limit = requirements.max_cov
+    if limit is None:
+        return {}
+    return {
+        (fact, value): (
+            f"{fact.replace('_', ' ')} {value!r} varied by {cov:.1%} (CoV) in past A/A runs, "
+            f"above max_cov {limit:.1%}"
+        )
+        for (fact, value), cov in requirements.cov.items()
+        if fact in COV_FACTS and fact not in named and cov > limit
+    }
+
+
+def _rank(group: Group, left: int, still_open: int, used: bool) -> tuple[object, ...]:
+    return (
+        not used,
+        left < still_open,
+        _TURBO_RANK.get(group.turbo, 1),
+        -left,
+        group.cpu_model,
+        group.turbo,
+    )
 
 
 def _fill(members: Sequence[Group], slots: Sequence[Mapping[str, str]]) -> list[Group] | None:
@@ -157,21 +169,17 @@ def _fill(members: Sequence[Group], slots: Sequence[Mapping[str, str]]) -> list[
     left = {g: g.free for g in members}
     out: list[Group] = []
     for index, slot in enumerate(slots):
-        fits = [g for g in members if left[g] > 0 and g.matches(slot)]
-        if not fits:
-            return None
         still_open = len(slots) - index
-        best = min(
-            fits,
-            key=lambda g: (
-                g not in out,
-                left[g] < still_open,
-                _TURBO_RANK.get(g.turbo, 1),
-                -left[g],
-                g.cpu_model,
-                g.turbo,
-            ),
-        )
+        best: Group | None = None
+        best_rank: tuple[object, ...] = ()
+        for g in members:
+            if left[g] <= 0 or (slot and not g.matches(slot)):
+                continue
+            rank = _rank(g, left[g], still_open, g in out)
+            if best is None or rank < best_rank:
+                best, best_rank = g, rank
+        if best is None:
+            return None
         left[best] -= 1
         out.append(best)
     return out
@@ -194,47 +202,69 @@ def choose(
     shared facts are the same ones the kept hosts were chosen by.
     """
     requirements = requirements or Requirements()
-    pinned = pinned or {}
+    pinned_items = tuple((pinned or {}).items())
     need = len(slots)
     if need == 0:
         raise ValueError("choose() needs at least one slot")
     arms = requirements.arms or tuple(slots)
     named = {k for facts in arms for k in facts}
     shared = shared_facts(arms)
-    candidates = [g for g in groups if g.free > 0 and g.matches(pinned)]
-    usable: list[Group] = []
-    avoided: list[str] = []
-    for g in candidates:
-        why = _avoided(g, named, requirements)
-        if why is None:
-            usable.append(g)
-        elif why not in avoided:
-            avoided.append(why)
-    by_key: dict[tuple[str, ...], list[Group]] = {}
-    for g in usable:
-        by_key.setdefault(tuple(g.fact(f) for f in shared), []).append(g)
-    options: list[tuple[tuple[object, ...], list[Group], str]] = []
+    region_at = shared.index("region")
+    getter = attrgetter(*shared)
+    # attrgetter of one name gives the value, not a 1-tuple (every arm fact named).
+    key_of = getter if len(shared) > 1 else (lambda g: (getter(g),))
+    avoid = _avoid_list(requirements, named)
+    candidates: list[Group] = []
+    avoided: dict[str, None] = {}
+    usable_regions: set[str] = set()
     short_of_room: set[str] = set()
-    for key, members in by_key.items():
-        region = dict(zip(shared, key, strict=True))["region"]
-        if room.get(region, 0) < need:
-            short_of_room.add(region)
+    by_key: dict[tuple[str, ...], list[Group]] = {}
+    for g in groups:
+        if g.free <= 0 or any(getattr(g, k) != v for k, v in pinned_items):
             continue
+        candidates.append(g)
+        if avoid:
+            why = avoid.get(("cpu_model", g.cpu_model)) or avoid.get(("kernel", g.kernel))
+            if why is not None:
+                avoided[why] = None
+                continue
+        usable_regions.add(g.region)
+        if room.get(g.region, 0) < need:
+            short_of_room.add(g.region)
+            continue
+        by_key.setdefault(key_of(g), []).append(g)
+    # Each class's rank with the best turbo it could give; fills (the costly part) are
+    # made in that order, until no class left could rank above the best one filled.
+    bounds = []
+    for key, members in by_key.items():
+        free = sum(g.free for g in members)
+        if free >= need:
+            region = key[region_at]
+            turbo = need * min(_TURBO_RANK.get(g.turbo, 1) for g in members)
+            bounds.append(((-room[region], region, turbo, -free, key), members))
+    bounds.sort(key=lambda b: b[0])
+    best: tuple[tuple[object, ...], list[Group]] | None = None
+    for bound, members in bounds:
+        if best is not None and bound >= best[0]:
+            break
         fill = _fill(members, slots)
         if fill is None:
             continue
         turbo = sum(_TURBO_RANK.get(g.turbo, 1) for g in fill)
-        free = sum(g.free for g in members)
-        options.append(((-room[region], region, turbo, -free, key), fill, region))
-    if options:
-        _, fill, region = min(options, key=lambda o: o[0])
-        return Choice(region=region, slots=tuple(fill))
-    return NoChoice(_why_not(candidates, usable, avoided, short_of_room, slots, pinned))
+        rank = (*bound[:2], turbo, *bound[3:])
+        if best is None or rank < best[0]:
+            best = (rank, fill)
+    if best is not None:
+        return Choice(region=str(best[0][1]), slots=tuple(best[1]))
+    reason = _why_not(
+        candidates, usable_regions, list(avoided), short_of_room, slots, dict(pinned_items)
+    )
+    return NoChoice(reason)
 
 
 def _why_not(
     candidates: Sequence[Group],
-    usable: Sequence[Group],
+    usable_regions: Collection[str],
     avoided: Sequence[str],
     short_of_room: Collection[str],
     slots: Sequence[Mapping[str, str]],
@@ -243,9 +273,9 @@ def _why_not(
     where = (" matching " + ", ".join(f"{k} {v}" for k, v in pinned.items())) if pinned else ""
     if not candidates:
         return f"no host{where} is free"
-    if not usable:
+    if not usable_regions:
         return "every free host" + where + " is avoided: " + "; ".join(avoided)
-    if short_of_room and {g.region for g in usable} <= set(short_of_room):
+    if short_of_room and set(usable_regions) <= set(short_of_room):
         return f"the team's quota leaves room for fewer than {len(slots)} hosts in " + ", ".join(
             sorted(short_of_room)
         )

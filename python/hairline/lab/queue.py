@@ -26,14 +26,16 @@ import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.hosts.fairness import Waiter, claim_order
-from hairline.hosts.inventory import release_hosts, team_usage
+from hairline.hosts.inventory import release_hosts
+from hairline.hosts.quotas import team_usage
 from hairline.store.db import Store
 from hairline.store.models import (
     ACTIVE_PHASES,
@@ -179,8 +181,33 @@ def enqueue(
         return experiment.id
 
 
-def _free(now: float) -> ColumnElement[bool]:
-    return or_(Experiment.lease_expires_at.is_(None), Experiment.lease_expires_at < now)
+# The claim's statements, built once: a processor runs them every poll.
+_EXPERIMENTS = cast(Table, Experiment.__table__)
+_E = _EXPERIMENTS.c
+_LEASE_FREE = or_(_E.lease_expires_at.is_(None), _E.lease_expires_at < bindparam("now"))
+_CLAIMABLE = and_(
+    _E.phase.in_(ACTIVE_PHASES), _LEASE_FREE, _E.id.not_in(bindparam("skip", expanding=True))
+)
+_WAITING = (
+    select(_E.priority, _E.team, func.min(_E.created_at))
+    .where(_CLAIMABLE)
+    .group_by(_E.priority, _E.team)
+)
+_NEXT_OF = (
+    select(_E.id)
+    .where(_CLAIMABLE, _E.priority == bindparam("p"), _E.team == bindparam("t"))
+    .order_by(_E.created_at, _E.id)
+    .limit(1)
+    .with_for_update(skip_locked=True)
+)
+_THIS = select(_E.id).where(_CLAIMABLE, _E.id == bindparam("e_id"))
+_THIS = _THIS.with_for_update(skip_locked=True)
+_TAKE_LEASE = (
+    update(_EXPERIMENTS)
+    .where(_E.id == bindparam("e_id"), _LEASE_FREE)
+    .values(lease_owner=bindparam("owner"), lease_expires_at=bindparam("until"),
+            claims=_E.claims + 1, updated_at=bindparam("now"))
+)  # fmt: skip
 
 
 def claim(
@@ -199,50 +226,31 @@ def claim(
     claims, so that the experiments behind it may try for hosts meanwhile.
     """
     now = clock()
-    with store.transaction() as session:
-        claimable = [Experiment.phase.in_(ACTIVE_PHASES), _free(now)]
+    with store.engine.begin() as connection:
+        params: dict[str, object] = {"now": now, "skip": list(skip)}
         if experiment_id is not None:
-            claimable.append(Experiment.id == experiment_id)
-        if skip:
-            claimable.append(Experiment.id.not_in(list(skip)))
-        found = _next_claimable(session, claimable, now)
+            found = connection.execute(_THIS, {**params, "e_id": experiment_id}).scalar()
+        else:
+            found = _next_claimable(connection, params, now)
         if found is None:
             return None
-        result = session.execute(
-            update(Experiment)
-            .where(Experiment.id == found, _free(now))
-            .values(
-                lease_owner=owner,
-                lease_expires_at=now + lease_s,
-                claims=Experiment.claims + 1,
-                updated_at=now,
-            )
+        result = connection.execute(
+            _TAKE_LEASE, {"e_id": found, "now": now, "owner": owner, "until": now + lease_s}
         )
-        return found if result.rowcount == 1 else None  # type: ignore[attr-defined]
+        return int(found) if result.rowcount == 1 else None
 
 
-def _next_claimable(
-    session: Session, claimable: list[ColumnElement[bool]], now: float
-) -> int | None:
+def _next_claimable(connection: Connection, params: dict[str, object], now: float) -> int | None:
     """The first experiment in the claim order that no other processor is claiming."""
-    groups = session.execute(
-        select(Experiment.priority, Experiment.team, func.min(Experiment.created_at))
-        .where(*claimable)
-        .group_by(Experiment.priority, Experiment.team)
-    ).all()
+    groups = connection.execute(_WAITING, params).all()
     if not groups:
         return None
-    usage = team_usage(session, now)
+    usage = team_usage(connection, now, teams={t for _, t, _ in groups})
     waiters = [Waiter(team=t, priority=int(p), oldest_at=float(at)) for p, t, at in groups]
     for waiter in claim_order(waiters, held=usage.held, quotas=usage.quotas, pool=usage.pool):
-        found = session.scalar(
-            select(Experiment.id)
-            .where(*claimable, Experiment.priority == waiter.priority,
-                   Experiment.team == waiter.team)
-            .order_by(Experiment.created_at, Experiment.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        )  # fmt: skip
+        found = connection.execute(
+            _NEXT_OF, {**params, "p": waiter.priority, "t": waiter.team}
+        ).scalar()
         if found is not None:
             return int(found)
     return None
