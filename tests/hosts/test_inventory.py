@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from test_factors import simulate_lab
 
+from hairline.config import HostsConfig, load_experiment
 from hairline.errors import HostsUnavailable
 from hairline.hosts.inventory import (
     Allocation,
@@ -21,6 +23,7 @@ from hairline.hosts.inventory import (
     held_hosts,
     local_layout,
     release_hosts,
+    requirements_for,
 )
 from hairline.hosts.quotas import set_quota
 from hairline.hosts.similar import Requirements
@@ -28,6 +31,7 @@ from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Host, Service
 
 _SERVICE_NUMBERS = itertools.count()
+EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
 
 
 class FakeClock:
@@ -324,3 +328,35 @@ def test_eight_concurrent_allocators_never_share_a_host_or_pass_a_quota(store: S
     assert all(n <= 4 for n in per_team.values()), per_team
     # 24 hosts, 4 teams of quota 4: every team got its 4 (two experiments each).
     assert per_team == dict.fromkeys(teams, 4)
+
+
+def test_requirements_come_from_the_file_and_the_services_stored_aa_runs(
+    store: Store, tmp_path: Path
+) -> None:
+    simulate_lab(store, tmp_path / "obs")  # A/A runs of "feed" on 8 machines, 4 kernels
+    example = load_experiment(EXAMPLE / "experiment.toml")
+    config = example.model_copy(
+        update={"service": example.service.model_copy(update={"name": "feed"}),
+                "hosts": HostsConfig(max_cov=0.03)}
+    )  # fmt: skip
+    wants = requirements_for(config, ["A", "B"], store=store, backend="ray")
+    assert wants.max_cov == 0.03 and not wants.hardware
+    # The noisiest kernel of the simulation (sd 4%) is above the threshold, the others not.
+    assert wants.cov[("kernel", "6.8.0-1")] > 0.03 > wants.cov[("kernel", "6.1.0-10")]
+    # Not read without the store, nor for this machine's CPU sets (nothing to avoid).
+    assert requirements_for(config, ["A", "B"]).cov == {}
+    assert requirements_for(config, ["A", "B"], store=store).cov == {}
+    (eid,) = _experiments(store, 1)
+    waiting = _ray(store, eid, "t", 1, FakeClock(), requirements=wants)
+    # Both simulated CPU models ran on every kernel, so their spread is above 3% too.
+    assert isinstance(waiting, Waiting) and "varied by 4." in waiting.reason
+
+
+def test_this_machines_cpu_sets_are_never_avoided_for_their_cov(store: Store) -> None:
+    with store.transaction() as session:
+        model = session.scalars(select(Host.cpu_model)).first()
+    assert model is not None
+    (eid,) = _experiments(store, 1)
+    noisy = Requirements(max_cov=0.01, cov={("cpu_model", model): 0.5})
+    got = allocate(store, eid, "t", 2, lease_s=30, clock=FakeClock(), requirements=noisy)
+    assert isinstance(got, Allocation)

@@ -28,35 +28,35 @@ same class.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    Select,
-    Table,
-    bindparam,
-    func,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import ColumnElement, Connection, or_, select
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HostsUnavailable
 from hairline.hosts.counts import class_counts, count_taken
+from hairline.hosts.factors import cov_by_fact
 from hairline.hosts.facts import probe_facts
 from hairline.hosts.quotas import held_by_region, lock_quotas, room_by_region
+from hairline.hosts.rows import (
+    LOCAL_BACKEND,
+    kept_hosts,
+    local_classes_exist,
+    record_region,
+    recorded_region,
+    release,
+    take_hosts,
+)
 from hairline.hosts.similar import (
     GROUP_FACTS,
     Choice,
-    Group,
     NoChoice,
     Requirements,
     assign_slots,
@@ -64,7 +64,7 @@ from hairline.hosts.similar import (
     shared_facts,
 )
 from hairline.store.db import Store
-from hairline.store.models import Experiment, Host, Quota
+from hairline.store.models import Host, Quota
 
 __all__ = [
     "LOCAL_BACKEND",
@@ -80,8 +80,6 @@ __all__ = [
     "release_hosts",
     "requirements_for",
 ]
-
-LOCAL_BACKEND = "local"
 
 
 @dataclass(frozen=True)
@@ -183,67 +181,44 @@ def _enabled(backend: str) -> list[ColumnElement[bool]]:
     return where
 
 
-# The statements of allocation, built once on the table: building SQLAlchemy expressions
-# and running them through the ORM cost more Python time than PostgreSQL spends on them.
-_HOSTS = cast(Table, Host.__table__)
-_H = _HOSTS.c
-_EXPERIMENTS = cast(Table, Experiment.__table__)
-_FREE_NOW = or_(_H.experiment_id.is_(None), _H.lease_expires_at.is_(None),
-                _H.lease_expires_at < bindparam("now"))  # fmt: skip
-_MINE = select(_HOSTS).where(_H.experiment_id == bindparam("e_id")).order_by(_H.id)
-_NOBODY = {"experiment_id": None, "team": None, "allocated_at": None, "lease_expires_at": None}
-_GIVE_BACK = update(_HOSTS).where(_H.id.in_(bindparam("ids", expanding=True))).values(_NOBODY)
-_RELEASE = update(_HOSTS).where(_H.experiment_id == bindparam("e_id")).values(_NOBODY)
-_RENEW = (
-    update(_HOSTS)
-    .where(_H.id.in_(bindparam("ids", expanding=True)))
-    .values(lease_expires_at=bindparam("until"))
-)
-_RECORDED = select(_EXPERIMENTS.c.region).where(_EXPERIMENTS.c.id == bindparam("e_id"))
-_SET_REGION = (
-    update(_EXPERIMENTS)
-    .where(_EXPERIMENTS.c.id == bindparam("e_id"), _EXPERIMENTS.c.region.is_(None))
-    .values(region=bindparam("r"))
-)
-_TAKE = (
-    update(_HOSTS)
-    .where(_H.id.in_(bindparam("ids", expanding=True)), _FREE_NOW)
-    .values(experiment_id=bindparam("e_id"), team=bindparam("e_team"),
-            allocated_at=bindparam("now"), lease_expires_at=bindparam("until"))
-)  # fmt: skip
+# How long the CoV of CPU models and kernels read from the A/A runs is used before it is
+# read again: reading means every stored A/A trial of the service, and it changes slowly.
+COV_TTL_S = 300.0
+_cov: dict[tuple[str, str], tuple[float, dict[tuple[str, str], float]]] = {}
 
 
-def _pick_statement(local: bool) -> Select[Any]:
-    """The free hosts of one group, locked, skipping those another allocation locks."""
-    pick = select(_HOSTS).where(
-        _H.backend == bindparam("backend"),
-        _H.enabled.is_(True),
-        _H.healthy.is_(True),
-        _FREE_NOW,
-        *(_H[f] == bindparam(f"g_{f}") for f in GROUP_FACTS),
-    )
-    if local:
-        pick = pick.where(_H.machine == bindparam("machine"))
-    return pick.order_by(_H.id).limit(bindparam("n")).with_for_update(skip_locked=True)
-
-
-_PICK = {True: _pick_statement(local=True), False: _pick_statement(local=False)}
+def _stored_cov(store: Store, service: str) -> dict[tuple[str, str], float]:
+    key = (store.url, service)
+    cached = _cov.get(key)
+    if cached is not None and time.monotonic() - cached[0] < COV_TTL_S:
+        return cached[1]
+    cov = cov_by_fact(store, service=service)
+    _cov[key] = (time.monotonic(), cov)
+    return cov
 
 
 def requirements_for(
     config: ExperimentConfig,
     arm_names: Sequence[str],
-    cov: Mapping[tuple[str, str], float] | None = None,
+    *,
+    store: Store | None = None,
+    backend: str = LOCAL_BACKEND,
 ) -> Requirements:
     """What ``config`` asks of its hosts: in hardware mode each arm's host class (in
-    ``arm_names`` order), and the CoV above which a CPU model or kernel is avoided."""
+    ``arm_names`` order), and the CoV above which a CPU model or kernel is avoided, with
+    the CoV of each in the service's stored A/A runs (``hosts/factors.py``) when ``store``
+    is given and the backend has hosts to choose between (not this machine's CPU sets)."""
     arms: tuple[dict[str, str], ...] = ()
     if config.design.mode == "hardware":
         arms = tuple(
             hosts.facts() if (hosts := config.arms[name].hosts) is not None else {}
             for name in arm_names
         )
-    return Requirements(arms=arms, max_cov=config.hosts.cov_limit, cov=dict(cov or {}))
+    limit = config.hosts.cov_limit
+    cov = {}
+    if store is not None and limit is not None and backend != LOCAL_BACKEND:
+        cov = _stored_cov(store, config.service.name)
+    return Requirements(arms=arms, max_cov=limit, cov=cov)
 
 
 def _group_facts(host: Any) -> dict[str, str]:
@@ -300,6 +275,10 @@ def _allocate(
     requirements: Requirements,
 ) -> Allocation | Waiting:
     """The allocation in its transaction (see :func:`allocate`)."""
+    if backend == LOCAL_BACKEND:
+        # The CPU sets of one machine share its CPU model and kernel: there is no other
+        # host to prefer, and avoiding them all would make the experiment wait forever.
+        requirements = dataclasses.replace(requirements, max_cov=None)
     overall, regional = lock_quotas(connection, team)
     if overall is not None and count > overall:
         raise HostsUnavailable(
@@ -307,17 +286,17 @@ def _allocate(
             f"needs {count} (one per arm)",
             hint=f"raise it with `hairline lab quota {team} {count}`, or run fewer arms",
         )
-    kept = _kept(connection, experiment_id, backend, count, now, lease_s)
+    kept = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
     if len(kept) == count:
         return _allocation(_in_arm_order(kept, requirements))
     held = held_by_region(connection, team, experiment_id, now)
     if overall is not None and sum(held.values()) + count > overall:
         return Waiting(f"team {team!r} holds {sum(held.values())} of its {overall} hosts")
-    recorded = connection.execute(_RECORDED, {"e_id": experiment_id}).scalar()
+    recorded = recorded_region(connection, experiment_id)
     pinned = _pinned(kept, recorded, requirements)
     slots = _open_slots(kept, count, requirements)
     if backend == LOCAL_BACKEND and requirements.hardware:
-        _local_classes_exist(connection, requirements)
+        local_classes_exist(connection, requirements, enabled=_enabled(backend))
     # The class counts may be a second old (hosts/counts.py): a choice they fail is
     # made again from counts read now, before the experiment is told to wait.
     for fresh in (False, True):
@@ -339,7 +318,9 @@ def _allocate(
             if fresh:
                 return Waiting(choice.reason)
             continue
-        taken = _take(connection, choice.slots, backend, experiment_id, team, now, lease_s)
+        taken = take_hosts(
+            connection, choice.slots, backend, _machine(), experiment_id, team, now, lease_s
+        )
         if taken is not None:
             break
         if fresh:
@@ -347,28 +328,8 @@ def _allocate(
     assert isinstance(choice, Choice) and taken is not None
     count_taken(store, backend, choice.slots)
     if recorded is None:
-        connection.execute(_SET_REGION, {"e_id": experiment_id, "r": choice.region})
+        record_region(connection, experiment_id, choice.region)
     return _allocation(_in_arm_order([*kept, *taken], requirements))
-
-
-def _kept(
-    connection: Connection,
-    experiment_id: int,
-    backend: str,
-    count: int,
-    now: float,
-    lease_s: float,
-) -> list[Any]:
-    """The experiment's hosts (rows) that can go on serving it, their leases renewed; the
-    others (dead, disabled) given back."""
-    mine = connection.execute(_MINE, {"e_id": experiment_id}).all()
-    kept = [h for h in mine if h.enabled and h.healthy and h.backend == backend][:count]
-    gone = [h.id for h in mine if h not in kept]
-    if gone:
-        connection.execute(_GIVE_BACK, {"ids": gone})
-    if kept:
-        connection.execute(_RENEW, {"ids": [h.id for h in kept], "until": now + lease_s})
-    return kept
 
 
 def _too_few(backend: str, pool: int, count: int) -> None:
@@ -381,24 +342,6 @@ def _too_few(backend: str, pool: int, count: int) -> None:
         f"the {backend} backend has {pool} hosts; the experiment needs {count}",
         hint="join more test machines with `hairline agent start`, or run fewer arms",
     )
-
-
-def _local_classes_exist(connection: Connection, requirements: Requirements) -> None:
-    """Hardware mode on this machine's CPU sets: every arm's class must be here, or the
-    experiment would wait for hosts that can never come."""
-    for facts in requirements.arms:
-        found = connection.scalar(
-            select(func.count())
-            .select_from(Host)
-            .where(*_enabled(LOCAL_BACKEND), *(getattr(Host, k) == v for k, v in facts.items()))
-        )
-        if not found:
-            wanted = ", ".join(f"{k} {v!r}" for k, v in facts.items())
-            raise HostsUnavailable(
-                f"no host of this machine has {wanted}; hardware mode compares machines",
-                hint="run it on test machines of each class (docs/scale-out.md), or name "
-                "facts this machine has ([arms.X] hosts; `hairline lab hosts` lists them)",
-            )
 
 
 def _pinned(
@@ -421,36 +364,6 @@ def _open_slots(
         return [{} for _ in range(count - len(kept))]
     given = assign_slots([_group_facts(h) for h in kept], requirements.arms)
     return [arm for arm, host in zip(requirements.arms, given, strict=True) if host is None]
-
-
-def _take(
-    connection: Connection,
-    slots: Sequence[Group],
-    backend: str,
-    experiment_id: int,
-    team: str,
-    now: float,
-    lease_s: float,
-) -> list[Any] | None:
-    """Lock and take the chosen groups' hosts (rows); None if others took them first."""
-    wanted: dict[Group, int] = {}
-    for group in slots:
-        wanted[group] = wanted.get(group, 0) + 1
-    pick = _PICK[backend == LOCAL_BACKEND]
-    rows: list[Any] = []
-    for group, n in wanted.items():
-        params: dict[str, object] = {f"g_{f}": group.fact(f) for f in GROUP_FACTS}
-        params.update(backend=backend, now=now, n=n, machine=_machine())
-        found = connection.execute(pick, params).all()
-        if len(found) < n:
-            return None
-        rows.extend(found)
-    ids = [h.id for h in rows]
-    result = connection.execute(
-        _TAKE,
-        {"ids": ids, "now": now, "e_id": experiment_id, "e_team": team, "until": now + lease_s},
-    )
-    return rows if result.rowcount == len(ids) else None
 
 
 def _in_arm_order(hosts: Sequence[Any], requirements: Requirements) -> list[Any]:
@@ -498,7 +411,7 @@ def _allocation(rows: Sequence[Any]) -> Allocation:
 
 def release_hosts(store: Store, experiment_id: int) -> None:
     with store.engine.begin() as connection:
-        connection.execute(_RELEASE, {"e_id": experiment_id})
+        release(connection, experiment_id)
 
 
 def held_hosts(store: Store) -> list[tuple[str, int]]:

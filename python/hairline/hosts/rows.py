@@ -1,0 +1,170 @@
+"""The host rows allocation reads and writes, as statements built once on the table.
+
+Building SQLAlchemy expressions and running them through the ORM cost more Python time
+than PostgreSQL spends on these statements, and a processor runs them on every
+allocation: ``hosts/inventory.py`` decides, this module reads and writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Table,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
+
+from hairline.errors import HostsUnavailable
+from hairline.hosts.similar import GROUP_FACTS, Group, Requirements
+from hairline.store.models import Experiment, Host
+
+__all__ = [
+    "LOCAL_BACKEND",
+    "kept_hosts",
+    "local_classes_exist",
+    "record_region",
+    "recorded_region",
+    "release",
+    "take_hosts",
+]
+
+LOCAL_BACKEND = "local"
+
+_HOSTS = cast(Table, Host.__table__)
+_H = _HOSTS.c
+_EXPERIMENTS = cast(Table, Experiment.__table__)
+_FREE_NOW = or_(_H.experiment_id.is_(None), _H.lease_expires_at.is_(None),
+                _H.lease_expires_at < bindparam("now"))  # fmt: skip
+_MINE = select(_HOSTS).where(_H.experiment_id == bindparam("e_id")).order_by(_H.id)
+_NOBODY = {"experiment_id": None, "team": None, "allocated_at": None, "lease_expires_at": None}
+_GIVE_BACK = update(_HOSTS).where(_H.id.in_(bindparam("ids", expanding=True))).values(_NOBODY)
+_RELEASE = update(_HOSTS).where(_H.experiment_id == bindparam("e_id")).values(_NOBODY)
+_RENEW = (
+    update(_HOSTS)
+    .where(_H.id.in_(bindparam("ids", expanding=True)))
+    .values(lease_expires_at=bindparam("until"))
+)
+_RECORDED = select(_EXPERIMENTS.c.region).where(_EXPERIMENTS.c.id == bindparam("e_id"))
+_SET_REGION = (
+    update(_EXPERIMENTS)
+    .where(_EXPERIMENTS.c.id == bindparam("e_id"), _EXPERIMENTS.c.region.is_(None))
+    .values(region=bindparam("r"))
+)
+_TAKE = (
+    update(_HOSTS)
+    .where(_H.id.in_(bindparam("ids", expanding=True)), _FREE_NOW)
+    .values(experiment_id=bindparam("e_id"), team=bindparam("e_team"),
+            allocated_at=bindparam("now"), lease_expires_at=bindparam("until"))
+)  # fmt: skip
+
+
+def _pick_statement(local: bool) -> Select[Any]:
+    """The free hosts of one group, locked, skipping those another allocation locks."""
+    pick = select(_HOSTS).where(
+        _H.backend == bindparam("backend"),
+        _H.enabled.is_(True),
+        _H.healthy.is_(True),
+        _FREE_NOW,
+        *(_H[f] == bindparam(f"g_{f}") for f in GROUP_FACTS),
+    )
+    if local:
+        pick = pick.where(_H.machine == bindparam("machine"))
+    return pick.order_by(_H.id).limit(bindparam("n")).with_for_update(skip_locked=True)
+
+
+_PICK = {True: _pick_statement(local=True), False: _pick_statement(local=False)}
+
+
+def recorded_region(connection: Connection, experiment_id: int) -> str | None:
+    """The region the experiment's first allocation chose, if any."""
+    region = connection.execute(_RECORDED, {"e_id": experiment_id}).scalar()
+    return None if region is None else str(region)
+
+
+def record_region(connection: Connection, experiment_id: int, region: str) -> None:
+    """Record the region of the experiment's first allocation (once)."""
+    connection.execute(_SET_REGION, {"e_id": experiment_id, "r": region})
+
+
+def release(connection: Connection, experiment_id: int) -> None:
+    """Give every host of the experiment back."""
+    connection.execute(_RELEASE, {"e_id": experiment_id})
+
+
+def kept_hosts(
+    connection: Connection,
+    experiment_id: int,
+    backend: str,
+    count: int,
+    now: float,
+    lease_s: float,
+) -> list[Any]:
+    """The experiment's hosts (rows) that can go on serving it, their leases renewed; the
+    others (dead, disabled) given back."""
+    mine = connection.execute(_MINE, {"e_id": experiment_id}).all()
+    kept = [h for h in mine if h.enabled and h.healthy and h.backend == backend][:count]
+    gone = [h.id for h in mine if h not in kept]
+    if gone:
+        connection.execute(_GIVE_BACK, {"ids": gone})
+    if kept:
+        connection.execute(_RENEW, {"ids": [h.id for h in kept], "until": now + lease_s})
+    return kept
+
+
+def local_classes_exist(
+    connection: Connection, requirements: Requirements, *, enabled: Sequence[ColumnElement[bool]]
+) -> None:
+    """Hardware mode on this machine's CPU sets: every arm's class must be here, or the
+    experiment would wait for hosts that can never come."""
+    for facts in requirements.arms:
+        found = connection.scalar(
+            select(func.count())
+            .select_from(Host)
+            .where(*enabled, *(getattr(Host, k) == v for k, v in facts.items()))
+        )
+        if not found:
+            wanted = ", ".join(f"{k} {v!r}" for k, v in facts.items())
+            raise HostsUnavailable(
+                f"no host of this machine has {wanted}; hardware mode compares machines",
+                hint="run it on test machines of each class (docs/scale-out.md), or name "
+                "facts this machine has ([arms.X] hosts; `hairline lab hosts` lists them)",
+            )
+
+
+def take_hosts(
+    connection: Connection,
+    slots: Sequence[Group],
+    backend: str,
+    machine: str,
+    experiment_id: int,
+    team: str,
+    now: float,
+    lease_s: float,
+) -> list[Any] | None:
+    """Lock and take the chosen groups' hosts (rows); None if others took them first."""
+    wanted: dict[Group, int] = {}
+    for group in slots:
+        wanted[group] = wanted.get(group, 0) + 1
+    pick = _PICK[backend == LOCAL_BACKEND]
+    rows: list[Any] = []
+    for group, n in wanted.items():
+        params: dict[str, object] = {f"g_{f}": group.fact(f) for f in GROUP_FACTS}
+        params.update(backend=backend, now=now, n=n, machine=machine)
+        found = connection.execute(pick, params).all()
+        if len(found) < n:
+            return None
+        rows.extend(found)
+    ids = [h.id for h in rows]
+    result = connection.execute(
+        _TAKE,
+        {"ids": ids, "now": now, "e_id": experiment_id, "e_team": team, "until": now + lease_s},
+    )
+    return rows if result.rowcount == len(ids) else None
