@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ __all__ = [
     "CgroupMode",
     "Hierarchies",
     "cgroup_mode",
+    "cgroup_name",
     "create_cgroup",
     "probe",
     "sweep",
@@ -321,6 +323,12 @@ def create_cgroup(
         ArmCgroup(chosen, dirs).remove(timeout_s=0.5)
         return None, f"cannot make a {chosen} cgroup: {err}"
     return ArmCgroup(chosen, dirs), ""
+
+
+def cgroup_name(prefix: str, arm: str, port: int) -> str:
+    """An arm's cgroup: the lab's prefix (store and experiment) then arm and port; only
+    characters a cgroup name may hold."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{prefix}{arm}-{port}")
 
 
 def _arm_cgroups(prefix: str, hierarchies: Hierarchies) -> Iterator[ArmCgroup]:

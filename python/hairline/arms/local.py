@@ -42,10 +42,10 @@ class ArmSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -89,12 +89,15 @@ class LocalArm:
         cpus: Sequence[int] | None = None,
         log_path: Path | None = None,
         cgroup: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.spec = spec
         self.port = port
         self.cpus = tuple(cpus) if cpus else None
         self.log_path = log_path
-        self.url = f"http://127.0.0.1:{port}"
+        # Where the service answers: loopback locally; a Ray node's address remotely (the
+        # start command binds it through the {host} placeholder).
+        self.url = f"http://{host}:{port}"
         self._proc: subprocess.Popen[bytes] | None = None
         self._cgroup_name = cgroup
         self.cgroup: ArmCgroup | None = None

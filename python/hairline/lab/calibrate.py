@@ -21,9 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from hairline import engine
-from hairline.arms.local import LocalArm, free_port
 from hairline.errors import CalibrationFailed, HairlineError
-from hairline.lab.runner import ArmDef, RunPlan, cgroup_name
+from hairline.lab.runner import Arm, ArmDef, RunPlan
 
 __all__ = ["Calibration", "CalibrationStep", "calibrate", "next_rate"]
 
@@ -117,17 +116,12 @@ def calibrate(
     steps: list[CalibrationStep] = []
     plan.workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        copies: dict[str, LocalArm] = {}
-        for host, cpus in enumerate(plan.hosts):
-            port = free_port()
+        copies: dict[str, Arm] = {}
+        for host in range(len(plan.hosts)):
             name = f"{arm.name}.{host}"
             copies[name] = stack.enter_context(
-                LocalArm(
-                    arm.spec(port, cpus),
-                    port=port,
-                    cpus=cpus,
-                    log_path=plan.workdir / f"calibration-{name}.log",
-                    cgroup=cgroup_name(plan.cgroup_prefix, f"calibrate-{arm.name}-{host}", port),
+                plan.new_arm(
+                    arm, host, log_name=f"calibration-{name}", label=f"calibrate-{arm.name}-{host}"
                 )
             )
             copies[name].start(health_timeout_s=plan.health_timeout_s)
@@ -167,9 +161,7 @@ def calibrate(
     )
 
 
-def _step(
-    plan: RunPlan, copies: Mapping[str, LocalArm], rate: float, step_s: float
-) -> CalibrationStep:
+def _step(plan: RunPlan, copies: Mapping[str, Arm], rate: float, step_s: float) -> CalibrationStep:
     before = {n: a.cpu_ns() for n, a in copies.items()}
     try:
         result = engine.measure(

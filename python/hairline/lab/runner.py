@@ -19,17 +19,19 @@ errors, counters per request) leave the request empty.
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from hairline import engine
+from hairline.arms.cgroup import cgroup_name
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.prometheus import Sample, scrape
 from hairline.errors import HairlineError
@@ -40,12 +42,15 @@ from hairline.procs import thread_pinned_to
 from hairline.report.jsonout import write_json
 
 __all__ = [
+    "Arm",
     "ArmDef",
+    "ArmFactory",
     "ArmStarted",
     "Hooks",
     "RunPlan",
     "TrialLeftOut",
     "cgroup_name",
+    "local_arm",
     "run_trial",
     "run_trials",
 ]
@@ -70,6 +75,61 @@ class ArmDef:
     metrics_path: str | None = None
 
 
+class Arm(Protocol):
+    """What a batch needs of one arm: start it, where it answers, its CPU and memory, stop
+    it on every path out. :class:`~hairline.arms.local.LocalArm` is one (a cgroup of this
+    machine); :class:`~hairline.arms.remote.RemoteArm` is another (the same, on a Ray node).
+    """
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def cpus(self) -> tuple[int, ...] | None: ...
+    @property
+    def measured_by(self) -> str: ...
+    @property
+    def fallback(self) -> str: ...
+    def start(self, *, health_timeout_s: float = 30.0) -> Arm: ...
+    def cpu_ns(self) -> int: ...
+    def anon_memory_bytes(self) -> int: ...
+    def peak_memory_bytes(self) -> int | None: ...
+    def running(self) -> bool: ...
+    def stop(self) -> None: ...
+    def __enter__(self) -> Arm: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class ArmFactory(Protocol):
+    """Makes the (not yet started) arm ``arm`` for host ``host`` of ``plan``; ``log_name``
+    names its log in the plan's workdir and ``label`` goes into its cgroup's name."""
+
+    def __call__(
+        self, plan: RunPlan, arm: ArmDef, host: int, *, log_name: str, label: str
+    ) -> Arm: ...
+
+
+def local_arm(plan: RunPlan, arm: ArmDef, host: int, *, log_name: str, label: str) -> Arm:
+    """The local backend's arm: a cgroup of this machine on the host's CPU set."""
+    port = free_port()
+    cpus = plan.hosts[host]
+    return LocalArm(
+        arm.spec(port, cpus),
+        port=port,
+        cpus=cpus,
+        log_path=plan.workdir / f"{log_name}.log",
+        cgroup=cgroup_name(plan.cgroup_prefix, label, port),
+    )
+
+
 @dataclass(frozen=True)
 class RunPlan:
     arms: tuple[ArmDef, ...]
@@ -91,6 +151,13 @@ class RunPlan:
     cgroup_prefix: str = "hl-"
     max_batch_attempts: int = 3
     max_error_rate: float = 0.01
+    # How arms are made: on this machine's CPU sets (default), or on Ray nodes.
+    arm_factory: ArmFactory = local_arm
+    # The engine's CPUs are also a host's (a Ray node on this machine): no pacing spin.
+    engine_shares_a_host: bool = False
+
+    def new_arm(self, arm: ArmDef, host: int, *, log_name: str, label: str) -> Arm:
+        return self.arm_factory(self, arm, host, log_name=log_name, label=label)
 
     @property
     def harness_cpus(self) -> tuple[int, ...]:
@@ -109,7 +176,7 @@ class RunPlan:
     def engine_spin_us(self) -> int:
         """0 when the engine shares host 0: its pacing spin would take that arm's CPU (on
         a 2-CPU VM at 800 requests/s the sharing arm fell to 75 of 800 requests/s)."""
-        return 150 if self.engine_cpus else 0
+        return 150 if self.engine_cpus and not self.engine_shares_a_host else 0
 
     def batches(self) -> list[Batch]:
         return schedule(tuple(a.name for a in self.arms), trials=self.trials, design=self.design)
@@ -125,7 +192,7 @@ class _MemorySampler:
     """Samples each arm's anonymous memory every ``interval_s`` (from its cgroup, or its
     process tree where it has none)."""
 
-    def __init__(self, arms: dict[str, LocalArm], interval_s: float = 0.25) -> None:
+    def __init__(self, arms: dict[str, Arm], interval_s: float = 0.25) -> None:
         self._arms = arms
         self._interval_s = interval_s
         self._stop = threading.Event()
@@ -268,34 +335,21 @@ def _tag(batch: Batch, attempt: int) -> str:
     return f"t{batch.trial}b{batch.batch}a{attempt}"
 
 
-def cgroup_name(prefix: str, arm: str, port: int) -> str:
-    """An arm's cgroup: the plan's prefix (store and experiment) then arm and port; only
-    characters a cgroup name may hold."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{prefix}{arm}-{port}")
-
-
 def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> _Attempt:
     by_name = {a.name: a for a in plan.arms}
     tag = _tag(batch, attempt)
     with contextlib.ExitStack() as stack:
-        running: dict[str, LocalArm] = {}
+        running: dict[str, Arm] = {}
         for host, arm_name in enumerate(batch.arm_on_host):
-            port = free_port()
             arm = stack.enter_context(
-                LocalArm(
-                    by_name[arm_name].spec(port, plan.hosts[host]),
-                    port=port,
-                    cpus=plan.hosts[host],
-                    log_path=plan.workdir / f"{tag}-{arm_name}.log",
-                    cgroup=cgroup_name(plan.cgroup_prefix, arm_name, port),
-                )
+                plan.new_arm(by_name[arm_name], host, log_name=f"{tag}-{arm_name}", label=arm_name)
             )
             if hooks.progress:
                 hooks.progress(batch, f"starting {arm_name} on host {host}")
             arm.start(health_timeout_s=plan.health_timeout_s)
             running[arm_name] = arm
             if hooks.arm_started:
-                hooks.arm_started(batch, arm_name, host, arm.pid, port)
+                hooks.arm_started(batch, arm_name, host, arm.pid, arm.port)
         host_of = {name: host for host, name in enumerate(batch.arm_on_host)}
         names = list(running)
 
