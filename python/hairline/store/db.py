@@ -1,5 +1,6 @@
 """Open the lab's database: SQLite in ``.hairline/`` by default, any SQLAlchemy URL with
-``--db`` (PostgreSQL for a lab of several machines). Opening migrates to the newest schema.
+``--db``, ``$HAIRLINE_DB`` or a private file named by ``$HAIRLINE_DB_FILE`` (PostgreSQL for a
+lab of several machines). Opening migrates to the newest schema.
 
 SQLite is put in WAL mode with a busy timeout so that several processors on one machine
 (``hairline lab process`` next to ``hairline run``) can share it; every state change is a
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hairline.errors import ConfigError
+from hairline.secretfiles import secret_from_env
 
 __all__ = ["DEFAULT_HOME", "Store", "default_url", "open_store", "pairs"]
 
@@ -34,10 +35,12 @@ _PG_MIGRATION_LOCK = 0x6861_6972
 
 
 def default_url(home: Path = DEFAULT_HOME) -> str:
-    """``$HAIRLINE_DB`` if set, else SQLite at ``home/hairline.db``."""
-    env = os.environ.get("HAIRLINE_DB")
-    if env:
-        return env
+    """``$HAIRLINE_DB`` if set, else the URL in the file ``$HAIRLINE_DB_FILE`` names (mode
+    0600: the URL may hold a password, and a command line is no place for one), else
+    SQLite at ``home/hairline.db``."""
+    url = secret_from_env("HAIRLINE_DB", "HAIRLINE_DB_FILE", what="database URL")
+    if url:
+        return url
     return f"sqlite:///{(home / 'hairline.db').resolve()}"
 
 
