@@ -1,4 +1,5 @@
-"""Fixtures shared by every test: the engine binary and real sample services on loopback.
+"""Fixtures shared by every test: the engine binary, real sample services on loopback, a
+private PostgreSQL server and a Ray cluster of this machine (both one per session).
 
 ``sample_service`` is a factory. Each call starts ``hairline-engine sample-service --port 0``,
 reads the port it picked from the first line of its stdout, waits until ``/healthz``
@@ -18,6 +19,7 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -316,3 +318,109 @@ def live_processes_with(marker: str) -> list[int]:
             if marker in cmdline and state != "Z":
                 found.append(int(entry.name))
     return found
+
+
+# --------------------------------------------------------------------------------------
+# A Ray cluster on this one machine: the ray backend's tests (tests/lab/test_ray_e2e.py).
+# --------------------------------------------------------------------------------------
+
+# Worker nodes on loopback addresses of their own; each is a test machine with one host.
+# Every node's daemons are pinned to the other CPU than its host's (a 2-CPU machine has
+# no CPU to spare for them).
+RAY_WORKERS = {
+    "w2": ("127.0.0.2", "0", "1"),
+    "w3": ("127.0.0.3", "1", "0"),
+    "w4": ("127.0.0.4", "0", "1"),
+}
+
+
+@dataclass
+class RayCluster:
+    """A head on 127.0.0.1 and worker nodes started with ``hairline agent start``, their
+    hosts registered in ``db_url`` (a PostgreSQL database of the session)."""
+
+    root: Path
+    port: int
+    db_url: str
+    env: dict[str, str]
+    workers: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def hairline(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", "from hairline.cli import main; main()", *args],
+            capture_output=True, text=True, timeout=timeout_s, env=self.env,
+        )  # fmt: skip
+
+    def _checked(self, *args: str) -> str:
+        done = self.hairline(*args)
+        if done.returncode != 0:
+            pytest.fail(f"hairline {' '.join(args)}:\n{done.stdout}{done.stderr}", pytrace=False)
+        return done.stdout
+
+    def start_head(self) -> None:
+        self._checked(
+            "agent", "start", "--head", "--port", str(self.port), "--node-ip", "127.0.0.1",
+            "--housekeeping-cpus", "0", "--home", str(self.root / "agents"),
+            "--ray-temp-dir", str(self.root / "head"),
+        )  # fmt: skip
+
+    def start_worker(self, name: str) -> str:
+        """Start (or restart) a worker node; its `agent start` output."""
+        ip, cpus, housekeeping = RAY_WORKERS[name]
+        out = self._checked(
+            "agent", "start", "--address", self.address, "--name", name, "--node-ip", ip,
+            "--cpus", cpus, "--housekeeping-cpus", housekeeping, "--region", "lab",
+            "--server-type", "test-vm", "--home", str(self.root / "agents"),
+            "--ray-temp-dir", str(self.root / name),
+        )  # fmt: skip
+        if name not in self.workers:
+            self.workers.append(name)
+        return out
+
+    def stop(self, name: str) -> None:
+        what = ["--head"] if name == "head" else ["--name", name]
+        self.hairline("agent", "stop", *what, "--force", "--home", str(self.root / "agents"))
+
+    def restart_all(self) -> None:
+        for name in [*self.workers, "head"]:
+            self.stop(name)
+        self.start_head()
+        for name in self.workers:
+            self.start_worker(name)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(postgres_server: PostgresServer, engine_path: Path) -> Iterator[RayCluster]:
+    """One Ray cluster for the session (tests restart only the nodes they kill), with
+    token authentication on: the token in a file only its owner may read."""
+    pytest.importorskip("ray", reason="Ray is not installed (make build installs it)")
+    import socket
+
+    # Ray's socket paths live under the node folders: keep them short.
+    root = Path(tempfile.mkdtemp(prefix="hlray-", dir="/tmp"))
+    token = root / "token"
+    token.write_text(os.urandom(32).hex())
+    token.chmod(0o600)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HAIRLINE_ENGINE": str(engine_path), "RAY_AUTH_MODE": "token",
+           "RAY_AUTH_TOKEN_PATH": str(token)}  # fmt: skip
+    env.pop("RAY_AUTH_TOKEN", None)
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    db_url = postgres_server.new_database()
+    env["HAIRLINE_DB"] = db_url
+    cluster = RayCluster(root=root, port=port, db_url=db_url, env=env)
+    try:
+        cluster.start_head()
+        cluster.start_worker("w2")
+        cluster.start_worker("w3")
+        yield cluster
+    finally:
+        for name in [*cluster.workers, "head"]:
+            cluster.stop(name)
+        subprocess.run(["rm", "-rf", str(root)], check=False)

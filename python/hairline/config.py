@@ -130,7 +130,9 @@ def parse_directions(items: Iterable[str]) -> dict[str, Direction]:
 # --------------------------------------------------------------------------------------
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-START_PLACEHOLDERS = ("port", "artifact", "cpus", "engine", "workdir", "arm")
+# {host}: the address the service must listen on (127.0.0.1 locally, the Ray node's IP on
+# the ray backend).
+START_PLACEHOLDERS = ("port", "host", "artifact", "cpus", "engine", "workdir", "arm")
 
 
 class _Model(BaseModel):

@@ -25,6 +25,8 @@ from rich.table import Table
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.config import ExperimentConfig
+from hairline.errors import ConfigError
+from hairline.hosts.agent import ray_environment
 from hairline.hosts.factors import (
     DEFAULT_METRIC,
     DEFAULT_MIN_RUNS,
@@ -92,9 +94,32 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--lease-s", type=click.FloatRange(1), default=30.0, show_default=True,
                       help="Lease length; another processor takes over this long after a "
                       "crash.")(fn)  # fmt: skip
+    fn = _backend_options(fn)
     return click.option("--cpus-per-host", type=click.IntRange(1),
                         help="CPUs per local host (default: half of those left after one "
                         "for the engine).")(fn)  # fmt: skip
+
+
+def _backend_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--backend", type=click.Choice(["local", "ray"]), default="local",
+                      show_default=True,
+                      help="Where arms run: this machine's CPU sets, or test machines that "
+                      "joined with `hairline agent start` (docs/scale-out.md).")(fn)  # fmt: skip
+    return click.option("--ray-address", metavar="HOST:PORT", envvar="RAY_ADDRESS",
+                        help="With --backend ray: the head ($RAY_ADDRESS).")(fn)  # fmt: skip
+
+
+def _backend(backend: str, ray_address: str | None) -> dict[str, Any]:
+    """The processor options of ``--backend``; the Ray head and token checked up front."""
+    if backend == "local":
+        return {}
+    if not ray_address:
+        raise ConfigError(
+            "--backend ray needs the Ray head's address",
+            hint="pass --ray-address HOST:PORT (or set RAY_ADDRESS)",
+        )
+    ray_environment()  # a token file others may read is refused before anything runs
+    return {"backend": backend, "ray_address": ray_address}
 
 
 @contextmanager
@@ -170,6 +195,7 @@ def _execute(
     lease_s: float,
     cpus_per_host: int | None,
     out: Console,
+    backend: dict[str, Any] | None = None,
 ) -> int:
     experiment_id = enqueue(store, config, kind=kind)
     what = "A/A" if kind == "aa" else "A/B"
@@ -185,8 +211,9 @@ def _execute(
         return experiment_id
     display = _Display(out, config)
     options = ProcessorOptions(
-        owner=new_owner("run"), lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=display
-    )
+        owner=new_owner("run"), lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=display,
+        **(backend or {}),
+    )  # fmt: skip
     with display.progress, _sigterm_as_interrupt():
         try:
             while True:
@@ -282,6 +309,8 @@ def _lab_command(kind: str) -> Callable[..., None]:
         lease_s: float,
         cpus_per_host: int | None,
         priority: int | None,
+        backend: str,
+        ray_address: str | None,
         json_path: Path | None,
         markdown_path: Path | None,
         html_path: Path | None,
@@ -297,11 +326,12 @@ def _lab_command(kind: str) -> Callable[..., None]:
                 f"{_rate_text(config)})"
             )
             sys.exit(EXIT_OK)
+        options = _backend(backend, ray_address)
         store = open_store(db_url, home=home)
         try:
             experiment_id = _execute(
                 config, kind=kind, store=store, no_process=no_process, no_wait=no_wait,
-                lease_s=lease_s, cpus_per_host=cpus_per_host, out=out,
+                lease_s=lease_s, cpus_per_host=cpus_per_host, out=out, backend=options,
             )  # fmt: skip
             if no_process and no_wait:
                 sys.exit(EXIT_OK)
@@ -447,6 +477,7 @@ class _Shutdown(BaseException):
 @click.option("--poll-s", type=click.FloatRange(0.1), default=2.0, show_default=True)
 @click.option("--lease-s", type=click.FloatRange(1), default=30.0, show_default=True)
 @click.option("--cpus-per-host", type=click.IntRange(1))
+@_backend_options
 def process(
     db_url: str | None,
     home: Path,
@@ -454,6 +485,8 @@ def process(
     poll_s: float,
     lease_s: float,
     cpus_per_host: int | None,
+    backend: str,
+    ray_address: str | None,
 ) -> None:
     """A standalone processor: claim queued experiments and run them, one at a time.
 
@@ -461,6 +494,7 @@ def process(
     by another processor when the lease runs out (or at once by `hairline run`'s own).
     """
     out = console()
+    chosen = _backend(backend, ray_address)
     store = open_store(db_url, home=home)
     owner = new_owner("lab")
     out.print(f"processor {owner} on {_esc(store.url)}")
@@ -475,7 +509,7 @@ def process(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     options = ProcessorOptions(
-        owner=owner, lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=on_event
+        owner=owner, lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=on_event, **chosen
     )
     # Experiments that had to wait for hosts in this round: the ones behind them in the
     # claim order get their turn before the next round starts from the front again.

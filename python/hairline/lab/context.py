@@ -35,6 +35,10 @@ class ProcessorOptions:
     on_event: Callable[[Event], None] | None = None
     # Where builds are cached; default: the store's home.
     cache_dir: Path | None = None
+    # "local": arms on this machine's CPU sets; "ray": on test machines that joined as Ray
+    # nodes (hairline agent start), through a driver process connected to ``ray_address``.
+    backend: str = "local"
+    ray_address: str | None = None
 
 
 @dataclass

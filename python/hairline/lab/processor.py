@@ -9,6 +9,11 @@ unit of durability: a trial's observations are written to one Parquet file, atom
 and only then is the trial marked done; a trial left ``running`` by a processor that died
 is run again from its start by the next one, after that processor has stopped whatever
 arms the dead one left behind. So no trial is lost or counted twice.
+
+With ``backend = "ray"`` the hosts are test machines (Ray nodes). A host lost mid-trial is
+marked unhealthy (until its agent registers again) and replaced by allocation, and the
+trial runs again from its start; a Ray head that stops answering fails the batch, and the
+experiment waits ("waiting: Ray head unreachable") until a later attempt finds a head.
 """
 
 from __future__ import annotations
@@ -20,16 +25,17 @@ from pathlib import Path
 
 from sqlalchemy import delete, select, update
 
+from hairline.arms.remote import HostLost
 from hairline.config import ArmConfig
-from hairline.errors import HairlineError, HostsUnavailable
+from hairline.errors import HairlineError
 from hairline.hosts.inventory import (
-    Allocation,
     Waiting,
     allocate,
     ensure_local_hosts,
     release_hosts,
     requirements_for,
 )
+from hairline.hosts.registry import mark_unhealthy
 from hairline.lab.build import BuildResult, BuildSpec, Source, build
 from hairline.lab.context import Context, Event, ProcessorOptions
 from hairline.lab.queue import (
@@ -41,6 +47,7 @@ from hairline.lab.queue import (
     release,
     transition,
 )
+from hairline.lab.remote import HeadUnreachable
 from hairline.lab.results import (
     aa_experiments,
     analyze_experiment,
@@ -161,17 +168,16 @@ def _advance(ctx: Context) -> Outcome:
         ctx.move(phase="allocating", progress="allocating hosts")
         ctx.emit("phase", "allocating hosts")
         phase = "allocating"
-    allocation: Allocation | None = None
-    if phase in ("allocating", "running"):
-        ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host)
-        try:
-            got = allocate(
-                ctx.store, ctx.id, ctx.row.team, len(ctx.arm_names),
-                lease_s=ctx.options.lease_s, clock=ctx.options.clock,
-                requirements=requirements_for(ctx.config, ctx.arm_names),
-            )  # fmt: skip
-        except HostsUnavailable:
-            raise
+    # Allocate, run; with the ray backend a host lost mid-trial is marked unhealthy and
+    # allocation replaces it (same class), and the interrupted trial runs again.
+    while phase in ("allocating", "running"):
+        if ctx.options.backend == "local":
+            ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host)
+        got = allocate(
+            ctx.store, ctx.id, ctx.row.team, len(ctx.arm_names),
+            lease_s=ctx.options.lease_s, clock=ctx.options.clock, backend=ctx.options.backend,
+            requirements=requirements_for(ctx.config, ctx.arm_names),
+        )  # fmt: skip
         if isinstance(got, Waiting):
             ctx.move(progress=f"waiting for hosts: {got.reason}")
             ctx.emit("waiting", got.reason)
@@ -181,9 +187,19 @@ def _advance(ctx: Context) -> Outcome:
             ctx.move(phase="running", progress="running")
             ctx.emit("phase", f"running on {', '.join(allocation.names)}")
             phase = "running"
-    if phase == "running":
-        assert allocation is not None
-        run_trials_of(ctx, allocation)
+        try:
+            run_trials_of(ctx, allocation)
+        except HostLost as err:
+            mark_unhealthy(ctx.store, allocation.host_ids[err.index], err.reason)
+            ctx.emit("trial", f"host {err.name} was lost ({err.reason}); it is marked "
+                     "unhealthy and the trial runs again on another host")  # fmt: skip
+            continue
+        except HeadUnreachable as err:
+            release_hosts(ctx.store, ctx.id)
+            reason = f"Ray head unreachable ({err.reason})"
+            ctx.move(progress=f"waiting: {reason}")
+            ctx.emit("waiting", f"{reason}; the interrupted trial runs again once a head is back")
+            return "waiting"
         release_hosts(ctx.store, ctx.id)
         ctx.move(phase="analyzing", progress="analyzing")
         ctx.emit("phase", "analyzing")

@@ -6,6 +6,12 @@ is left out with its reason; under ``trials = "auto"`` a look after each trial s
 the verdicts are settled (:func:`~hairline.lab.results.settled_at_look`). Before any of it,
 whatever a dead processor left of this experiment is stopped: its arm cgroups by name, its
 process groups by the runs it recorded.
+
+With the ``ray`` backend the batches and the calibration run in a driver process
+(:mod:`hairline.lab.remote`) with the arms on the allocated test machines; a host lost
+mid-trial or a head gone puts the trial back to pending and raises
+:class:`~hairline.arms.remote.HostLost` or :class:`~hairline.lab.remote.HeadUnreachable`
+for the processor to act on (replace the host, or wait for a head).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from sqlalchemy import func, select, update
@@ -21,12 +28,20 @@ from sqlalchemy import func, select, update
 from hairline import engine
 from hairline.arms.cgroup import sweep
 from hairline.arms.local import ArmSpec
+from hairline.arms.remote import HostLost
 from hairline.config import start_command
 from hairline.errors import HairlineError
 from hairline.hosts.inventory import Allocation, ensure_local_hosts
 from hairline.lab.calibrate import calibrate
 from hairline.lab.context import Context
 from hairline.lab.queue import transition
+from hairline.lab.remote import (
+    HeadUnreachable,
+    RemoteRun,
+    engine_shares_a_host,
+    run_remote_calibration,
+    run_remote_trial,
+)
 from hairline.lab.results import aa_experiments, settled_at_look
 from hairline.lab.runner import ArmDef, Hooks, RunPlan, TrialLeftOut, run_trial
 from hairline.lab.schedule import Batch
@@ -72,6 +87,33 @@ def _stop_leftovers(ctx: Context) -> None:
             ctx.emit("trial", f"trial {trial.index + 1} was interrupted; running it again")
 
 
+def _remote(ctx: Context, allocation: Allocation) -> RemoteRun | None:
+    """How this experiment's batches reach their hosts when they are Ray nodes."""
+    if ctx.options.backend == "local":
+        return None
+    if not ctx.options.ray_address:
+        raise HairlineError(
+            f"the {ctx.options.backend} backend needs the Ray head's address",
+            hint="pass --ray-address HOST:PORT (or set RAY_ADDRESS)",
+        )
+    with ctx.store.transaction() as session:
+        builds = {
+            name: (artifact, key)
+            for name, artifact, key in session.execute(
+                select(Arm.name, Arm.artifact, Arm.build_key).where(Arm.experiment_id == ctx.id)
+            )
+            if artifact and key
+        }
+    return RemoteRun(
+        ray_address=ctx.options.ray_address,
+        host_names=allocation.names,
+        addresses=tuple(a or "127.0.0.1" for a in allocation.addresses),
+        config=ctx.config,
+        arm_names=tuple(ctx.arm_names),
+        artifacts=builds,
+    )
+
+
 def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
     config = ctx.config
     service = config.service
@@ -99,6 +141,7 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
                     "engine": engine_binary,
                     "workdir": str(arm_dir),
                     "arm": name,
+                    "host": "127.0.0.1",
                 },
             )
             return ArmSpec(
@@ -113,7 +156,14 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
             name=name, spec=spec, warm_path=service.warm, metrics_path=service.metrics_path
         )
 
-    layout = ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host)
+    if ctx.options.backend == "local":
+        layout = ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host)
+        engine_cpus, shares = layout.engine_cpus or None, False
+    else:
+        # The engine runs where the processor runs, on the CPUs it was given (pin the
+        # processor to a machine's housekeeping CPUs with taskset).
+        engine_cpus = tuple(sorted(os.sched_getaffinity(0)))
+        shares = engine_shares_a_host(allocation.addresses, allocation.cpus, engine_cpus)
     # Until calibration has run, a placeholder rate; _run replaces it before any trial.
     rate = config.load.rate_per_s or 0.0
     return RunPlan(
@@ -131,14 +181,15 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         health_timeout_s=service.health_timeout_s,
         warm_timeout_s=service.warm_timeout_s,
         counters=tuple(service.counters),
-        engine_cpus=layout.engine_cpus or None,
+        engine_cpus=engine_cpus,
+        engine_shares_a_host=shares,
         cgroup_prefix=cgroup_prefix(ctx.store, ctx.id),
         max_batch_attempts=config.design.max_batch_attempts,
         max_error_rate=service.max_error_rate,
     )
 
 
-def _rate(ctx: Context, plan: RunPlan) -> RunPlan:
+def _rate(ctx: Context, plan: RunPlan, remote: RemoteRun | None) -> RunPlan:
     """The plan at the experiment's replay rate: the file's, or the stored calibration's,
     or a calibration run now and stored, so a processor taking over uses the same rate."""
     load_config = ctx.config.load
@@ -148,13 +199,21 @@ def _rate(ctx: Context, plan: RunPlan) -> RunPlan:
     rate = load_config.rate_per_s or stored
     if rate is None:
         ctx.emit("phase", f"calibrating the rate to {load_config.target_utilization:.0%} busy")
-        result = calibrate(
-            plan,
-            plan.arms[0],
-            target_utilization=load_config.target_utilization,
-            start_rate_per_s=load_config.warmup_rate_per_s or 100.0,
-            progress=lambda line: ctx.emit("phase", line),
-        )
+        start_rate_per_s = load_config.warmup_rate_per_s or 100.0
+        if remote is None:
+            result = calibrate(
+                plan,
+                plan.arms[0],
+                target_utilization=load_config.target_utilization,
+                start_rate_per_s=start_rate_per_s,
+                progress=lambda line: ctx.emit("phase", line),
+            )
+        else:
+            result = run_remote_calibration(
+                remote, plan, target_utilization=load_config.target_utilization,
+                start_rate_per_s=start_rate_per_s, progress=lambda line: ctx.emit("phase", line),
+                check=ctx.keeper.check,
+            )  # fmt: skip
         rate = result.rate_per_s
         ctx.emit("phase", f"calibrated: {rate:g} requests/s")
         calibration = json.dumps(result.as_dict())
@@ -173,8 +232,12 @@ def _rate(ctx: Context, plan: RunPlan) -> RunPlan:
 
 
 def run_trials_of(ctx: Context, allocation: Allocation) -> None:
+    """Run the experiment's pending trials on ``allocation``. With the ray backend, a host
+    lost or the head gone ends this early (the trial back to pending) by raising
+    :class:`HostLost` or :class:`HeadUnreachable`."""
     _stop_leftovers(ctx)
-    plan = _rate(ctx, _plan(ctx, allocation))
+    remote = _remote(ctx, allocation)
+    plan = _rate(ctx, _plan(ctx, allocation), remote)
     batches = plan.batches()
     owner = ctx.options.owner
     clock = ctx.options.clock
@@ -194,7 +257,9 @@ def run_trials_of(ctx: Context, allocation: Allocation) -> None:
             run = Run(
                 experiment_id=ctx.id, trial=batch.trial, batch=batch.batch, arm=arm,
                 host_id=allocation.host_ids[host], host_index=host, processor=owner,
-                pgid=pgid, port=port, facts=json.dumps(allocation.facts[host]),
+                # A process group of another machine is nothing this one may signal.
+                pgid=pgid if remote is None else None, port=port,
+                facts=json.dumps(allocation.facts[host]),
                 started_at=clock(),
             )  # fmt: skip
             session.add(run)
@@ -233,17 +298,25 @@ def run_trials_of(ctx: Context, allocation: Allocation) -> None:
                     started_at=clock(),
                 )
             )  # fmt: skip
+        hooks = Hooks(
+            progress=progress, arm_started=started, arms_stopped=stopped, check=ctx.keeper.check
+        )
+        trial_batches = [b for b in batches if b.trial == index]
         try:
-            table = run_trial(
-                plan,
-                [b for b in batches if b.trial == index],
-                Hooks(
-                    progress=progress,
-                    arm_started=started,
-                    arms_stopped=stopped,
-                    check=ctx.keeper.check,
-                ),
-            )
+            if remote is None:
+                table = run_trial(plan, trial_batches, hooks)
+            else:
+                table = run_remote_trial(remote, plan, trial_batches, hooks, check=ctx.keeper.check)
+        except (HostLost, HeadUnreachable):
+            # Not this trial's fault: it runs again, from its start, on hosts that answer.
+            with ctx.store.transaction() as session:
+                transition(session, owner, ctx.id, clock=clock)
+                session.execute(
+                    update(Trial)
+                    .where(Trial.experiment_id == ctx.id, Trial.index == index)
+                    .values(state="pending", started_at=None)
+                )
+            raise
         except TrialLeftOut as err:
             _end_trial(ctx, index, state="excluded", note=err.message)
             ctx.emit("trial", f"trial {index + 1} left out: {err.message}", trial=index)

@@ -1,0 +1,367 @@
+"""The ray backend, the processor's side: a trial's batches (or the calibration) run by a
+driver process (:mod:`hairline.lab.driver`) that holds the Ray client, watched from here.
+
+Why a child process: when the Ray head dies, a Ray client blocks and its process is
+killed about 60 s later (measured with Ray 2.60); the processor must instead fail the batch
+within seconds, keep its lease and stop what runs on the nodes. So the processor never
+imports Ray. It writes the driver a job file, reads its events (progress, arm started,
+arms stopped, done) from a pipe and acts on them as the local runner's hooks, and kills it:
+
+- on a lost lease, a cancel or Ctrl-C (SIGTERM first: the driver stops its arms through
+  their actors; SIGKILL after a grace);
+- when the head stops answering on its port (:class:`HeadUnreachable`);
+- when the driver goes silent (no heartbeat) for ``silence_s``.
+
+The driver dies with the processor (parent-death signal), and its actors and their arms
+with it (Ray kills a dead driver's actors; each arm has its actor's parent-death signal).
+Whatever is left is swept by the next driver's actors (cgroups by the experiment's
+prefix) or stopped by an actor's dead-man timer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hairline import errors
+from hairline.arms.remote import HostLost
+from hairline.config import ExperimentConfig
+from hairline.errors import ConfigError, HairlineError
+from hairline.hosts.agent import ray_environment, resource_name
+from hairline.lab.calibrate import Calibration, CalibrationStep
+from hairline.lab.runner import Hooks, RunPlan, TrialLeftOut
+from hairline.lab.schedule import Batch
+from hairline.procs import child_setup
+
+__all__ = [
+    "HeadUnreachable",
+    "RemoteRun",
+    "engine_shares_a_host",
+    "head_reachable",
+    "run_remote_calibration",
+    "run_remote_trial",
+]
+
+# Fields of RunPlan that are not plain data: the driver makes its own.
+_NOT_SHIPPED = ("arms", "arm_factory")
+# What the driver does after SIGTERM (stop its arms through their actors) takes this long
+# at most; then SIGKILL, and the actors' own timers stop what is left.
+_STOP_GRACE_S = 25.0
+_HEAD_PROBE_INTERVAL_S = 2.0
+# A driver that sent its last event only closes its actors and Ray's client.
+_EXIT_GRACE_S = 15.0
+# Consecutive failed probes of the head's port before the head counts as gone.
+_HEAD_PROBE_FAILURES = 2
+
+
+class HeadUnreachable(Exception):
+    """The Ray head does not answer: the batch is failed, the trial goes back to pending,
+    and the experiment waits for a head (the next `hairline run` / `lab process`)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def head_reachable(address: str, *, timeout_s: float = 2.0) -> bool:
+    """Whether something accepts connections at the head's GCS address ("host:port")."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _is_this_machine(address: str | None) -> bool:
+    if address is None:
+        return True
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(address).is_loopback:
+            return True
+    with contextlib.suppress(OSError):
+        return address in {i[4][0] for i in socket.getaddrinfo(socket.gethostname(), None)}
+    return False
+
+
+def engine_shares_a_host(
+    addresses: Sequence[str | None], hosts: Sequence[Sequence[int]], engine_cpus: Sequence[int]
+) -> bool:
+    """Whether the engine's CPUs are also some host's (a Ray node of this very machine, as
+    in tests): then the engine must not spin while it paces."""
+    return any(
+        _is_this_machine(a) and set(cpus) & set(engine_cpus)
+        for a, cpus in zip(addresses, hosts, strict=True)
+    )
+
+
+@dataclass(frozen=True)
+class RemoteRun:
+    """What a driver needs besides the plan: the cluster, the hosts, the experiment."""
+
+    ray_address: str
+    host_names: tuple[str, ...]
+    addresses: tuple[str, ...]
+    config: ExperimentConfig
+    arm_names: tuple[str, ...]
+    # arm -> (local artifact path, build key), for arms that have a build
+    artifacts: Mapping[str, tuple[str, str]]
+    deadman_s: float = 30.0
+    actor_timeout_s: float = 60.0
+    silence_s: float = 60.0
+    connect_timeout_s: float = 30.0
+
+    def job(self, mode: str, plan: RunPlan, output: Path, **extra: Any) -> dict[str, Any]:
+        plain = {f.name: getattr(plan, f.name) for f in fields(plan) if f.name not in _NOT_SHIPPED}
+        return {
+            "mode": mode,
+            "ray_address": self.ray_address,
+            "config": json.loads(self.config.model_dump_json()),
+            "arm_names": list(self.arm_names),
+            "artifacts": {k: list(v) for k, v in self.artifacts.items()},
+            "hosts": [
+                {"name": n, "address": a, "resource": resource_name(n), "cpus": list(c)}
+                for n, a, c in zip(self.host_names, self.addresses, plan.hosts, strict=True)
+            ],
+            "plan": json.loads(json.dumps(plain, default=str)),
+            "deadman_s": self.deadman_s,
+            "actor_timeout_s": self.actor_timeout_s,
+            "output": str(output),
+            **extra,
+        }
+
+
+def run_remote_trial(
+    run: RemoteRun,
+    plan: RunPlan,
+    batches: Sequence[Batch],
+    hooks: Hooks,
+    *,
+    check: Callable[[], None],
+) -> pa.Table:
+    """One trial on Ray: the runner's batches in a driver, the hooks called here. Raises
+    as :func:`~hairline.lab.runner.run_trial` does, and :class:`HostLost` or
+    :class:`HeadUnreachable`."""
+    tag = f"t{batches[0].trial}"
+    output = plan.workdir / f"driver-{tag}.parquet"
+    job = run.job(
+        "trial", plan, output,
+        batches=[{"trial": b.trial, "batch": b.batch, "arm_on_host": list(b.arm_on_host)}
+                 for b in batches],
+    )  # fmt: skip
+
+    def on_event(event: dict[str, Any]) -> None:
+        kind = event["kind"]
+        if kind == "progress" and hooks.progress:
+            hooks.progress(_batch(event["batch"]), str(event["text"]))
+        elif kind == "arm_started" and hooks.arm_started:
+            hooks.arm_started(
+                _batch(event["batch"]), str(event["arm"]), int(event["host"]),
+                int(event["pid"]), int(event["port"]),
+            )  # fmt: skip
+        elif kind == "arms_stopped" and hooks.arms_stopped:
+            hooks.arms_stopped(_batch(event["batch"]))
+
+    _drive(job, plan.workdir, tag, run, on_event=on_event, check=check)
+    try:
+        return pq.read_table(output)
+    finally:
+        output.unlink(missing_ok=True)
+
+
+def run_remote_calibration(
+    run: RemoteRun,
+    plan: RunPlan,
+    *,
+    target_utilization: float,
+    start_rate_per_s: float,
+    progress: Callable[[str], None],
+    check: Callable[[], None],
+) -> Calibration:
+    """:func:`~hairline.lab.calibrate.calibrate` of the baseline, run by a driver."""
+    job = run.job(
+        "calibrate", plan, plan.workdir / "driver-calibration.json",
+        target_utilization=target_utilization, start_rate_per_s=start_rate_per_s,
+    )  # fmt: skip
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["kind"] == "phase":
+            progress(str(event["text"]))
+
+    done = _drive(job, plan.workdir, "calibration", run, on_event=on_event, check=check)
+    found = done["calibration"]
+    return Calibration(
+        rate_per_s=float(found["rate_per_s"]),
+        target_utilization=float(found["target_utilization"]),
+        steps=tuple(CalibrationStep(**step) for step in found["steps"]),
+    )
+
+
+def _batch(data: Mapping[str, Any]) -> Batch:
+    return Batch(int(data["trial"]), int(data["batch"]), tuple(data["arm_on_host"]))
+
+
+def _error(event: Mapping[str, Any]) -> HairlineError:
+    """The driver's user error, as the same kind of exception here."""
+    kind = getattr(errors, str(event.get("type")), HairlineError)
+    if not (isinstance(kind, type) and issubclass(kind, HairlineError)):
+        kind = HairlineError
+    return kind(str(event["message"]), hint=event.get("hint"))
+
+
+def _stop(proc: subprocess.Popen[bytes], *, finished: bool) -> None:
+    """Let a driver that said its last word exit; SIGTERM one that did not (it stops its
+    arms), and SIGKILL either after a grace."""
+    if finished:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_EXIT_GRACE_S)
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _log_tail(path: Path, lines: int = 6) -> str:
+    with contextlib.suppress(OSError):
+        tail = path.read_text(errors="replace").strip().splitlines()[-lines:]
+        return ("\n  " + "\n  ".join(tail)) if tail else ""
+    return ""
+
+
+def _drive(
+    job: dict[str, Any],
+    workdir: Path,
+    tag: str,
+    run: RemoteRun,
+    *,
+    on_event: Callable[[dict[str, Any]], None],
+    check: Callable[[], None],
+) -> dict[str, Any]:
+    """Run the driver on ``job`` to its end; its "done" event, or the exception its end
+    stands for."""
+    if not head_reachable(run.ray_address):
+        raise HeadUnreachable(f"nothing answers at {run.ray_address}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    job_path = workdir / f"driver-{tag}.json"
+    job_path.write_text(json.dumps(job))
+    log_path = workdir / f"driver-{tag}.log"
+    env = ray_environment()
+    read_fd, write_fd = os.pipe()
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hairline.lab.driver", str(job_path), str(write_fd)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+            pass_fds=(write_fd,), preexec_fn=child_setup(),
+        )  # fmt: skip
+    os.close(write_fd)
+    final: dict[str, Any] | None = None
+    try:
+        final = _follow(proc, read_fd, run, log_path, on_event=on_event, check=check)
+    finally:
+        _stop(proc, finished=final is not None)
+        os.close(read_fd)
+    if final is None:
+        if not head_reachable(run.ray_address):
+            raise HeadUnreachable(f"the driver ended and nothing answers at {run.ray_address}")
+        raise HairlineError(
+            f"the Ray driver exited ({proc.returncode}) without a result; its log "
+            f"{log_path}:{_log_tail(log_path)}",
+            hint="check that the processor reaches the head and has the cluster's token",
+        )
+    kind = final["kind"]
+    if kind == "done":
+        return final
+    if kind == "left_out":
+        raise TrialLeftOut(str(final["message"]))
+    if kind == "head_lost" or not head_reachable(run.ray_address):
+        raise HeadUnreachable(str(final.get("reason", f"nothing answers at {run.ray_address}")))
+    if kind == "host_lost":
+        raise HostLost(int(final["host"]), str(final["name"]), str(final["reason"]))
+    raise _error(final)
+
+
+def _not_connected(run: RemoteRun, log_path: Path) -> Exception:
+    """Why a driver did not connect: the head refused its token (a user error), or the
+    head is not up yet (wait for it)."""
+    tail = _log_tail(log_path, lines=3)
+    if "InvalidAuthToken" in tail or "Unauthenticated" in tail:
+        return ConfigError(
+            f"the Ray head at {run.ray_address} refused this processor's token:{tail}",
+            hint="give the processor the cluster's token: RAY_AUTH_TOKEN, or "
+            "RAY_AUTH_TOKEN_PATH naming a file only you can read (and RAY_AUTH_MODE=token)",
+        )
+    return HeadUnreachable(
+        f"the driver could not connect to {run.ray_address} in {run.connect_timeout_s:g} s"
+    )
+
+
+def _follow(
+    proc: subprocess.Popen[bytes],
+    read_fd: int,
+    run: RemoteRun,
+    log_path: Path,
+    *,
+    on_event: Callable[[dict[str, Any]], None],
+    check: Callable[[], None],
+) -> dict[str, Any] | None:
+    """Relay the driver's events until its last one (or its end); meanwhile keep checking
+    the lease and the head."""
+    selector = selectors.DefaultSelector()
+    selector.register(read_fd, selectors.EVENT_READ)
+    pending = b""
+    started_s = heard_s = probed_s = time.monotonic()
+    connected = False
+    failed_probes = 0
+    try:
+        while True:
+            check()
+            now = time.monotonic()
+            if not connected and now - started_s > run.connect_timeout_s:
+                raise _not_connected(run, log_path)
+            if now - probed_s >= _HEAD_PROBE_INTERVAL_S:
+                probed_s = now
+                failed_probes = 0 if head_reachable(run.ray_address) else failed_probes + 1
+                if failed_probes >= _HEAD_PROBE_FAILURES:
+                    raise HeadUnreachable(f"the head at {run.ray_address} stopped answering")
+            if now - heard_s > run.silence_s:
+                raise HairlineError(
+                    f"the Ray driver was silent for {run.silence_s:g} s",
+                    hint="see the driver's log in the experiment's runs folder",
+                )
+            if not selector.select(timeout=0.5):
+                continue
+            chunk = os.read(read_fd, 65536)
+            if not chunk:
+                proc.wait()
+                return None
+            heard_s = time.monotonic()
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                event = json.loads(line)
+                if event["kind"] in ("done", "left_out", "host_lost", "head_lost", "error"):
+                    return dict(event)
+                connected = connected or event["kind"] == "connected"
+                if event["kind"] not in ("alive", "connected"):
+                    on_event(event)
+    finally:
+        selector.close()

@@ -1,0 +1,357 @@
+"""The ray backend end to end: PostgreSQL, a Ray head and worker nodes on this machine
+(127.0.0.1, .2, .3; a spare on .4), `hairline run --backend ray` on the sample service.
+
+Each test runs the real commands and then checks what a user would: the verdict, the
+database (each trial done exactly once), and that nothing is left behind (no arm process
+on any node, no host held). The cluster is one per session (tests/conftest.py's
+``ray_cluster``); a test that kills a node starts it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+from sqlalchemy import select
+
+from conftest import RayCluster, live_processes_with
+from hairline.store.db import Store, open_store
+from hairline.store.models import Experiment, Host, Run, Trial
+from hairline.store.observations import read_observations
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
+HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
+
+SERVICE = """\
+[service]
+name = "sample-ray-{tag}"
+start = "{{engine}} sample-service --host {{host}} --port {{port}} --warmup-s {warmup}"
+health = "/healthz"
+warm = "/warm"
+metrics_path = "/metrics"
+counters = ["sample_downstream_reads_total"]
+
+[service.metrics]
+cpu_ns_per_request = {{ threshold = "2%" }}
+"""
+
+EXPERIMENT = """\
+service = "service.toml"
+trace = "{trace}"
+
+[arms.A]
+[arms.B]
+args = {b_args}
+
+[load]
+rate_per_s = {rate_per_s}
+duration_s = {duration_s}
+warmup_duration_s = 0.5
+
+[design]
+trials = {trials}
+"""
+
+
+def write_experiment(
+    folder: Path,
+    *,
+    tag: str,
+    b_args: str = "[]",
+    trials: int = 3,
+    duration_s: float = 1.5,
+    rate_per_s: float = 800,
+) -> tuple[Path, str]:
+    """An experiment of the sample service bound to its node's address; and the marker in
+    its arms' command lines (a warm-up time no other test uses) to find them by."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = f"0.3{os.getpid() % 1000:03d}{sum(map(ord, tag)) % 100:02d}"
+    (folder / "service.toml").write_text(SERVICE.format(tag=tag, warmup=marker))
+    path = folder / "experiment.toml"
+    path.write_text(
+        EXPERIMENT.format(
+            trace=EXAMPLE / "trace.jsonl",
+            b_args=b_args,
+            trials=trials,
+            duration_s=duration_s,
+            rate_per_s=rate_per_s,
+        )
+    )
+    return path, f"--warmup-s {marker}"
+
+
+@pytest.fixture
+def store(ray_cluster: RayCluster) -> Iterator[Store]:
+    s = open_store(ray_cluster.db_url)
+    yield s
+    s.close()
+
+
+def ray_args(cluster: RayCluster) -> list[str]:
+    return ["--backend", "ray", "--ray-address", cluster.address]
+
+
+def popen(cluster: RayCluster, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*HAIRLINE, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=cluster.env,
+    )  # fmt: skip
+
+
+def experiment_id(queued: subprocess.CompletedProcess[str]) -> int:
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    return int(queued.stdout.split("experiment ")[1].split()[0])
+
+
+def wait_for_arms_in_a_later_trial(
+    store: Store, eid: int, proc: subprocess.Popen[str], marker: str
+) -> tuple[int, list[Run]]:
+    """Block until the experiment runs its second (or a later) trial with both arms up;
+    that trial's index and its live runs."""
+    deadline = time.monotonic() + 120
+    while True:
+        with store.transaction() as session:
+            running = session.scalar(
+                select(Trial).where(Trial.experiment_id == eid, Trial.state == "running")
+            )
+            runs = session.scalars(
+                select(Run).where(Run.experiment_id == eid, Run.stopped_at.is_(None))
+            ).all()
+        later = running is not None and running.index >= 1 and len(runs) == 2
+        if later and len(live_processes_with(marker)) == 2:
+            assert running is not None
+            return running.index, list(runs)
+        assert proc.poll() is None, f"the processor ended early:\n{proc.communicate()[0]}"
+        assert time.monotonic() < deadline, "the experiment never reached its second trial"
+        time.sleep(0.05)
+
+
+def assert_no_arm_left(marker: str, within_s: float = 10.0) -> float:
+    """No arm process on any node (the nodes are this machine); how long it took."""
+    started = time.monotonic()
+    while live_processes_with(marker) and time.monotonic() - started < within_s:
+        time.sleep(0.1)
+    assert live_processes_with(marker) == [], f"arms left running: {marker}"
+    return time.monotonic() - started
+
+
+def assert_each_trial_done_once(store: Store, eid: int, trials: int, interrupted: int) -> None:
+    with store.transaction() as session:
+        row = session.get(Experiment, eid)
+        assert row is not None and row.phase == "done", row and (row.phase, row.failure)
+        states = session.scalars(
+            select(Trial).where(Trial.experiment_id == eid).order_by(Trial.index)
+        ).all()
+        held = session.scalars(select(Host.name).where(Host.experiment_id == eid)).all()
+        artifacts = Path(row.artifacts_dir)
+    assert [t.state for t in states] == ["done"] * trials
+    assert [t.attempts for t in states] == [2 if t.index == interrupted else 1 for t in states]
+    assert held == []
+    table = read_observations(artifacts / "observations.parquet").table
+    cpu = table.filter(pc.equal(table["metric"], "cpu_ns_per_request"))
+    keys = list(zip(cpu["trial"].to_pylist(), cpu["batch"].to_pylist(), cpu["arm"].to_pylist(),
+                    strict=True))  # fmt: skip
+    assert sorted(keys) == sorted((t, b, a) for t in range(trials) for b in (0, 1) for a in "AB")
+    assert sorted(p.name for p in artifacts.glob("trial-*.parquet")) == [
+        f"trial-{i}.parquet" for i in range(trials)
+    ]
+
+
+def node_process(name: str, needle: str) -> int:
+    """The pid of a Ray daemon (``name``: raylet, gcs_server) whose command line holds
+    ``needle``."""
+    for pid in live_processes_with(needle):
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if cmdline and Path(cmdline[0].decode()).name == name:
+            return pid
+    raise AssertionError(f"no {name} with {needle!r}")
+
+
+def test_the_nodes_run_pinned_away_from_their_hosts_and_registered_their_facts(
+    ray_cluster: RayCluster, store: Store
+) -> None:
+    for name, (ip, cpus, housekeeping) in [("w2", ("127.0.0.2", "0", "1")),
+                                           ("w3", ("127.0.0.3", "1", "0"))]:  # fmt: skip
+        raylet = node_process("raylet", f"--node_ip_address={ip}")
+        status = Path(f"/proc/{raylet}/status").read_text()
+        assert f"Cpus_allowed_list:\t{housekeeping}\n" in status, (name, status)
+        with store.transaction() as session:
+            host = session.scalars(select(Host).where(Host.name == name)).one()
+        assert (host.backend, host.address, host.cpus, host.region) == ("ray", ip, cpus, "lab")
+        assert host.server_type == "test-vm" and host.healthy and host.enabled
+        assert host.kernel == os.uname().release and host.cpu_arch == os.uname().machine
+    # The token is in a file, never on a command line.
+    token = (ray_cluster.root / "token").read_text()
+    assert live_processes_with(token) == []
+
+
+@pytest.mark.timeout(600)
+def test_an_ab_on_two_worker_nodes_gets_the_verdict_of_the_local_backend(
+    ray_cluster: RayCluster, store: Store, tmp_path: Path
+) -> None:
+    # As tests/lab/test_lab_e2e.py's 10% regression: seven trials (the trimmed t has some
+    # power without A/A history) at 2,500/s, which keeps the service busy.
+    path, marker = write_experiment(
+        tmp_path / "ab", tag="ab", b_args='["--regress-cpu", "0.10"]', trials=7,
+        duration_s=2.0, rate_per_s=2500,
+    )  # fmt: skip
+    on_ray = ray_cluster.hairline(
+        "run", str(path), *ray_args(ray_cluster), "--json", str(tmp_path / "ray.json"),
+        "--home", str(tmp_path / "home"), timeout_s=500,
+    )  # fmt: skip
+    assert on_ray.returncode == 1, on_ray.stdout + on_ray.stderr
+    locally = ray_cluster.hairline(
+        "run", str(path), "--db", f"sqlite:///{tmp_path / 'local.db'}",
+        "--json", str(tmp_path / "local.json"), "--home", str(tmp_path / "local"),
+        timeout_s=500,
+    )  # fmt: skip
+    assert locally.returncode == 1, locally.stdout + locally.stderr
+
+    def verdicts(name: str) -> dict[str, str]:
+        report = json.loads((tmp_path / name).read_text())
+        assert report["phase"] == "done" and report["trials_done"] == 7
+        return {m["metric"]: m["verdict"] for m in report["analysis"]["metrics"]}
+
+    ray_verdicts, local_verdicts = verdicts("ray.json"), verdicts("local.json")
+    cpu = "cpu_ns_per_request"
+    assert ray_verdicts[cpu] == local_verdicts[cpu] == "regression"
+    eid = json.loads((tmp_path / "ray.json").read_text())["experiment_id"]
+    with store.transaction() as session:
+        row = session.get(Experiment, eid)
+        assert row is not None
+        runs = Path(row.artifacts_dir) / "runs"
+        hosts = {
+            name: address
+            for name, address in session.execute(
+                select(Host.name, Host.address).join(Run, Run.host_id == Host.id)
+                .where(Run.experiment_id == eid)
+            )
+        }  # fmt: skip
+    assert hosts == {"w2": "127.0.0.2", "w3": "127.0.0.3"}
+    # The arms' logs came back from their nodes into the experiment's runs folder.
+    assert (runs / "t0b0a1-A.log").exists()
+    batch = json.loads((runs / "t0b0a1.batch.json").read_text())
+    assert {by.split(" on ")[-1] for by in batch["measured_by"].values()} == {"w2", "w3"}
+    assert_no_arm_left(marker)
+
+
+def test_a_worker_node_killed_mid_trial_has_its_trial_run_again_on_another_host(
+    ray_cluster: RayCluster, store: Store, tmp_path: Path
+) -> None:
+    if "w4" not in ray_cluster.workers:
+        ray_cluster.start_worker("w4")  # the spare the interrupted trial moves to
+    path, marker = write_experiment(tmp_path / "lost", tag="lost")
+    home = str(tmp_path / "home")
+    eid = experiment_id(ray_cluster.hairline("run", str(path), "--no-process", "--no-wait",
+                                             "--home", home))  # fmt: skip
+    run = popen(ray_cluster, "lab", "process", "--once", *ray_args(ray_cluster), "--home", home)
+    try:
+        interrupted, runs = wait_for_arms_in_a_later_trial(store, eid, run, marker)
+        with store.transaction() as session:
+            victim = session.get(Host, runs[0].host_id)
+            assert victim is not None
+            name, address = victim.name, victim.address
+        os.kill(node_process("raylet", f"--node_ip_address={address}"), signal.SIGKILL)
+        output = run.communicate(timeout=240)[0]
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, output
+    assert f"host {name} was lost" in output and f"#{eid}: done" in output, output
+    assert_each_trial_done_once(store, eid, trials=3, interrupted=interrupted)
+    with store.transaction() as session:
+        dead = session.scalars(select(Host).where(Host.name == name)).one()
+        again = session.scalars(
+            select(Run.host_id).where(Run.experiment_id == eid, Run.trial == interrupted,
+                                      Run.id.not_in([r.id for r in runs]))
+        ).all()  # fmt: skip
+    assert not dead.healthy and "healthy again when its agent registers" in str(dead.health_note)
+    assert again and dead.id not in again
+    assert_no_arm_left(marker)
+    # Its agent registering again makes the host healthy again.
+    assert "(healthy again)" in ray_cluster.start_worker(name)
+    with store.transaction() as session:
+        assert session.scalars(select(Host.healthy).where(Host.name == name)).one()
+
+
+def test_a_processor_killed_mid_trial_is_taken_over_and_its_arms_die_with_it(
+    ray_cluster: RayCluster, store: Store, tmp_path: Path
+) -> None:
+    path, marker = write_experiment(tmp_path / "kill", tag="kill")
+    home = str(tmp_path / "home")
+    eid = experiment_id(ray_cluster.hairline("run", str(path), "--no-process", "--no-wait",
+                                             "--home", home))  # fmt: skip
+    first = popen(ray_cluster, "lab", "process", *ray_args(ray_cluster), "--home", home,
+                  "--lease-s", "3", "--poll-s", "0.2")  # fmt: skip
+    try:
+        interrupted, _ = wait_for_arms_in_a_later_trial(store, eid, first, marker)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    # Its driver dies with it, Ray kills the driver's actors, and each arm its actor's.
+    assert_no_arm_left(marker, within_s=10.0)
+    deadline = time.monotonic() + 180
+    while True:
+        second = ray_cluster.hairline("lab", "process", "--once", *ray_args(ray_cluster),
+                                      "--home", home, "--lease-s", "3", timeout_s=180)  # fmt: skip
+        if f"#{eid}: done" in second.stdout:
+            break
+        assert time.monotonic() < deadline, second.stdout + second.stderr
+        time.sleep(1.0)
+    assert_each_trial_done_once(store, eid, trials=3, interrupted=interrupted)
+    with store.transaction() as session:
+        row = session.get(Experiment, eid)
+        assert row is not None and row.claims >= 2
+    assert_no_arm_left(marker)
+
+
+def test_a_dead_head_fails_the_batch_cleanly_and_the_experiment_resumes_with_a_new_one(
+    ray_cluster: RayCluster, store: Store, tmp_path: Path
+) -> None:
+    path, marker = write_experiment(tmp_path / "head", tag="head")
+    home = str(tmp_path / "home")
+    eid = experiment_id(ray_cluster.hairline("run", str(path), "--no-process", "--no-wait",
+                                             "--home", home))  # fmt: skip
+    processor = popen(ray_cluster, "lab", "process", "--once", *ray_args(ray_cluster),
+                      "--home", home, "--lease-s", "5")  # fmt: skip
+    try:
+        interrupted, _ = wait_for_arms_in_a_later_trial(store, eid, processor, marker)
+        os.kill(node_process("gcs_server", str(ray_cluster.root)), signal.SIGKILL)
+        killed = time.monotonic()
+        output = processor.communicate(timeout=90)[0]
+        took_s = time.monotonic() - killed
+    finally:
+        if processor.poll() is None:
+            processor.kill()
+    # Ray's own clients give up on a dead head after 60 s; the processor must not wait.
+    assert took_s < 30, (took_s, output)
+    assert "Ray head unreachable" in output and f"#{eid}: waiting" in output, output
+    with store.transaction() as session:
+        row = session.get(Experiment, eid)
+        assert row is not None and row.phase == "running"
+        assert row.progress.startswith("waiting: Ray head unreachable"), row.progress
+        states = {t.index: t.state for t in session.scalars(
+            select(Trial).where(Trial.experiment_id == eid))}  # fmt: skip
+        held = session.scalars(select(Host.name).where(Host.experiment_id == eid)).all()
+    assert states[interrupted] == "pending" and "running" not in states.values()
+    assert held == []
+    assert_no_arm_left(marker, within_s=5.0)
+
+    ray_cluster.restart_all()
+    resumed = ray_cluster.hairline("lab", "process", "--once", *ray_args(ray_cluster),
+                                   "--home", home, timeout_s=180)  # fmt: skip
+    assert f"#{eid}: done" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert_each_trial_done_once(store, eid, trials=3, interrupted=interrupted)
+    assert_no_arm_left(marker)
