@@ -288,6 +288,11 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_its_arms_die_with_it(
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
     path, marker = write_experiment(tmp_path / "kill", tag="kill")
+    # No rate in the file: the calibration runs first, on the nodes as the trials do.
+    path.write_text(
+        path.read_text().replace("rate_per_s = 800\n", "target_utilization = 0.3\n"
+                                 "warmup_rate_per_s = 300\n")
+    )  # fmt: skip
     home = str(tmp_path / "home")
     eid = experiment_id(ray_cluster.hairline("run", str(path), "--no-process", "--no-wait",
                                              "--home", home))  # fmt: skip
@@ -314,6 +319,15 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_its_arms_die_with_it(
     with store.transaction() as session:
         row = session.get(Experiment, eid)
         assert row is not None and row.claims >= 2
+        calibration = json.loads(row.calibration or "{}")
+        runs = Path(row.artifacts_dir) / "runs"
+    # Both copies of the baseline ran on the nodes; the rate found is the one every trial,
+    # the taken-over ones included, ran at.
+    assert calibration["rate_per_s"] == row.rate_per_s and len(calibration["steps"]) >= 2
+    assert {p.name for p in runs.glob("calibration-*.log")} == {
+        "calibration-A.0.log",
+        "calibration-A.1.log",
+    }
     assert_no_arm_left(marker)
 
 
