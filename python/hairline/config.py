@@ -225,9 +225,9 @@ class HostClassConfig(_Model):
 
 
 class HostsConfig(_Model):
-    """``[hosts]``: how nearly identical an experiment's machines must be (docs/lab.md,
-    "Nearly identical hosts"). ``max_cov``: a CPU model or kernel whose coefficient of
-    variation in the service's past A/A runs is above this is avoided; "off" never avoids."""
+    """``[hosts]``: how nearly identical an experiment's machines must be (docs/hosts.md).
+    ``max_cov``: a CPU model or kernel whose coefficient of variation in the service's
+    past A/A runs is above this is avoided; "off" never avoids."""
 
     max_cov: float | Literal["off"] = 0.05
 

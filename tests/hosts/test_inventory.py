@@ -360,3 +360,12 @@ def test_this_machines_cpu_sets_are_never_avoided_for_their_cov(store: Store) ->
     noisy = Requirements(max_cov=0.01, cov={("cpu_model", model): 0.5})
     got = allocate(store, eid, "t", 2, lease_s=30, clock=FakeClock(), requirements=noisy)
     assert isinstance(got, Allocation)
+
+
+def test_hardware_mode_on_this_machine_fails_at_once_for_a_class_it_lacks(store: Store) -> None:
+    (eid,) = _experiments(store, 1)
+    arms = ({"cpu_model": "AMD EPYC 7R13"}, {"cpu_model": "Intel Xeon Platinum 8375C"})
+    with pytest.raises(HostsUnavailable, match="no host of this machine has cpu_model") as err:
+        allocate(store, eid, "t", 2, lease_s=30, clock=FakeClock(),
+                 requirements=Requirements(arms=arms))  # fmt: skip
+    assert err.value.hint is not None and "hairline lab hosts" in err.value.hint

@@ -21,7 +21,14 @@ from hairline.hosts.similar import GROUP_FACTS, Group
 from hairline.store.db import Store
 from hairline.store.models import Host
 
-__all__ = ["COUNTS_TTL_S", "ClassCounts", "class_counts", "count_taken", "forget_counts"]
+__all__ = [
+    "COUNTS_TTL_S",
+    "ClassCounts",
+    "cached_counts",
+    "class_counts",
+    "count_taken",
+    "forget_counts",
+]
 
 # How old the free hosts per class may be when an allocation ranks the classes by them.
 COUNTS_TTL_S = 1.0
@@ -38,6 +45,14 @@ class ClassCounts:
 _counts: dict[tuple[str, str], ClassCounts] = {}
 
 
+def cached_counts(store: Store, backend: str) -> ClassCounts | None:
+    """The counts read less than COUNTS_TTL_S ago, if any."""
+    cached = _counts.get((store.url, backend))
+    if cached is not None and time.monotonic() - cached.read_at_s < COUNTS_TTL_S:
+        return cached
+    return None
+
+
 def class_counts(
     connection: Connection,
     store: Store,
@@ -49,9 +64,8 @@ def class_counts(
 ) -> ClassCounts:
     """The backend's ``enabled`` hosts and, per group, those ``free`` and healthy, at most
     COUNTS_TTL_S old (read now when ``fresh``); no facts JSON is parsed."""
-    key = (store.url, backend)
-    cached = _counts.get(key)
-    if not fresh and cached is not None and time.monotonic() - cached.read_at_s < COUNTS_TTL_S:
+    cached = None if fresh else cached_counts(store, backend)
+    if cached is not None:
         return cached
     columns = [getattr(Host, f) for f in GROUP_FACTS]
     rows = connection.execute(
@@ -69,7 +83,7 @@ def class_counts(
             if row[-1]
         ),
     )  # fmt: skip
-    _counts[key] = counts
+    _counts[(store.url, backend)] = counts
     return counts
 
 

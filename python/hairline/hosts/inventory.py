@@ -41,7 +41,7 @@ from sqlalchemy import ColumnElement, Connection, or_, select
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HostsUnavailable
-from hairline.hosts.counts import class_counts, count_taken
+from hairline.hosts.counts import ClassCounts, cached_counts, class_counts, count_taken
 from hairline.hosts.factors import cov_by_fact
 from hairline.hosts.facts import probe_facts
 from hairline.hosts.quotas import held_by_region, lock_quotas, room_by_region
@@ -248,14 +248,26 @@ def allocate(
     if requirements.arms and len(requirements.arms) != count:
         raise ValueError(f"{len(requirements.arms)} arm classes for {count} hosts")
     now = clock()
+    counts = cached_counts(store, backend)
+    if counts is None:
+        # Counted outside the allocation's transaction, so that no quota lock is held
+        # while the whole inventory is scanned.
+        with store.engine.connect() as connection:
+            counts = _counts_now(connection, store, backend, now)
     try:
         with store.engine.begin() as connection:
             return _allocate(
-                connection, store, experiment_id, team, count,
+                connection, store, experiment_id, team, count, counts,
                 now=now, lease_s=lease_s, backend=backend, requirements=requirements,
             )  # fmt: skip
     except _TakenMeanwhile:
         return Waiting("another experiment took a host at the same moment")
+
+
+def _counts_now(connection: Connection, store: Store, backend: str, now: float) -> ClassCounts:
+    return class_counts(
+        connection, store, backend, enabled=_enabled(backend), free=_host_free(now), fresh=True
+    )
 
 
 class _TakenMeanwhile(Exception):
@@ -268,17 +280,22 @@ def _allocate(
     experiment_id: int,
     team: str,
     count: int,
+    counts: ClassCounts,
     *,
     now: float,
     lease_s: float,
     backend: str,
     requirements: Requirements,
 ) -> Allocation | Waiting:
-    """The allocation in its transaction (see :func:`allocate`)."""
+    """The allocation in its transaction (see :func:`allocate`); ``counts`` rank the
+    classes first, and counts read in the transaction if the choice they give fails."""
     if backend == LOCAL_BACKEND:
         # The CPU sets of one machine share its CPU model and kernel: there is no other
         # host to prefer, and avoiding them all would make the experiment wait forever.
         requirements = dataclasses.replace(requirements, max_cov=None)
+    # What is the experiment's own first; the team's quota lock is held from here on.
+    kept = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
+    recorded = recorded_region(connection, experiment_id)
     overall, regional = lock_quotas(connection, team)
     if overall is not None and count > overall:
         raise HostsUnavailable(
@@ -286,13 +303,11 @@ def _allocate(
             f"needs {count} (one per arm)",
             hint=f"raise it with `hairline lab quota {team} {count}`, or run fewer arms",
         )
-    kept = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
     if len(kept) == count:
         return _allocation(_in_arm_order(kept, requirements))
     held = held_by_region(connection, team, experiment_id, now)
     if overall is not None and sum(held.values()) + count > overall:
         return Waiting(f"team {team!r} holds {sum(held.values())} of its {overall} hosts")
-    recorded = recorded_region(connection, experiment_id)
     pinned = _pinned(kept, recorded, requirements)
     slots = _open_slots(kept, count, requirements)
     if backend == LOCAL_BACKEND and requirements.hardware:
@@ -300,10 +315,8 @@ def _allocate(
     # The class counts may be a second old (hosts/counts.py): a choice they fail is
     # made again from counts read now, before the experiment is told to wait.
     for fresh in (False, True):
-        counts = class_counts(
-            connection, store, backend, enabled=_enabled(backend), free=_host_free(now),
-            fresh=fresh,
-        )  # fmt: skip
+        if fresh:
+            counts = _counts_now(connection, store, backend, now)
         if count > counts.pool:
             if not fresh:
                 continue
