@@ -8,6 +8,7 @@ regression), 1 (a regression) or 2 (an error, or the experiment failed).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import sys
@@ -117,6 +118,11 @@ def _backend(backend: str, ray_address: str | None) -> dict[str, Any]:
         raise ConfigError(
             "--backend ray needs the Ray head's address",
             hint="pass --ray-address HOST:PORT (or set RAY_ADDRESS)",
+        )
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(
+            "--backend ray: Ray is not installed in this Python",
+            hint="pip install 'hairline[ray]' (make build installs it)",
         )
     ray_environment()  # a token file others may read is refused before anything runs
     return {"backend": backend, "ray_address": ray_address}
