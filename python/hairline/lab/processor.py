@@ -176,7 +176,8 @@ def _advance(ctx: Context) -> Outcome:
         got = allocate(
             ctx.store, ctx.id, ctx.row.team, len(ctx.arm_names),
             lease_s=ctx.options.lease_s, clock=ctx.options.clock, backend=ctx.options.backend,
-            requirements=requirements_for(ctx.config, ctx.arm_names),
+            requirements=requirements_for(ctx.config, ctx.arm_names, store=ctx.store,
+                                          backend=ctx.options.backend),
         )  # fmt: skip
         if isinstance(got, Waiting):
             ctx.move(progress=f"waiting for hosts: {got.reason}")
