@@ -62,7 +62,11 @@ class Experiment(Base):
     """
 
     __tablename__ = "experiments"
-    __table_args__ = (Index("ix_experiments_claim", "phase", "priority", "id"),)
+    __table_args__ = (
+        Index("ix_experiments_claim", "phase", "priority", "id"),
+        # The experiments processors hold now (fairness counts them): a few rows of many.
+        Index("ix_experiments_lease", "lease_expires_at"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     service_id: Mapped[int] = mapped_column(ForeignKey("services.id"), index=True)

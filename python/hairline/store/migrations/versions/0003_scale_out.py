@@ -49,6 +49,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("priority", sa.Integer, nullable=False, server_default="0"))
         batch.add_column(sa.Column("region", sa.String(100), nullable=True))
         batch.create_index("ix_experiments_claim", ["phase", "priority", "id"])
+        batch.create_index("ix_experiments_lease", ["lease_expires_at"])
     op.create_table(
         "region_quotas",
         sa.Column("team", sa.String(200), primary_key=True),
@@ -60,6 +61,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("region_quotas")
     with op.batch_alter_table("experiments") as batch:
+        batch.drop_index("ix_experiments_lease")
         batch.drop_index("ix_experiments_claim")
         batch.drop_column("region")
         batch.drop_column("priority")
