@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,20 @@ def test_the_local_backend_does_not_give_out_test_machines_or_the_reverse(store:
     assert local.regions == ("local", "local")
     remote = _ray(store, second, "t", 2, clock)
     assert isinstance(remote, Allocation) and not set(remote.host_ids) & set(local.host_ids)
+
+
+def test_test_machines_registered_from_this_machine_stay_enabled(store: Store) -> None:
+    # An agent on the machine that also runs local experiments registers its Ray hosts
+    # under the same machine name; refreshing the local CPU sets must leave them alone.
+    (node,) = _machines(store, (1, {}))
+    with store.transaction() as session:
+        row = session.get(Host, node)
+        assert row is not None
+        row.machine = socket.gethostname()
+    ensure_local_hosts(store, cpus_per_host=1)
+    with store.transaction() as session:
+        row = session.get(Host, node)
+        assert row is not None and row.enabled and row.backend == "ray"
 
 
 def test_the_region_is_the_one_with_most_quota_left_and_stays_the_experiments(

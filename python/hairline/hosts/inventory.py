@@ -121,7 +121,10 @@ def ensure_local_hosts(
         span = f"{cpus[0]}" if len(cpus) == 1 else f"{cpus[0]}-{cpus[-1]}"
         names[f"{machine}/cpu{span}"] = cpus
     with store.transaction() as session:
-        existing = {h.name: h for h in session.scalars(select(Host).where(Host.machine == machine))}
+        # Only this machine's CPU sets: an agent on the same machine may have registered
+        # Ray hosts into the same database, and those are not ours to disable.
+        mine = select(Host).where(Host.machine == machine, Host.backend == LOCAL_BACKEND)
+        existing = {h.name: h for h in session.scalars(mine)}
         for name, cpus in names.items():
             probed = probe_facts(cpus)
             columns = {
