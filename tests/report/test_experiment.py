@@ -23,8 +23,9 @@ from rich.console import Console
 from hairline.cli import main
 from hairline.lab.files import load_experiment_file
 from hairline.lab.queue import enqueue
-from hairline.lab.results import analyze_experiment, save_analysis
+from hairline.lab.results import analyze_experiment, save_analysis, store_verdict_rows
 from hairline.lab.schedule import schedule
+from hairline.lab.status import experiment_rows
 from hairline.report.context import experiment_json, headline
 from hairline.report.experiment import load_report
 from hairline.report.html import render_html
@@ -80,6 +81,8 @@ def store_three_sided(store: Store, folder: Path, *, parent: float, change: floa
         row.phase, row.started_at, row.finished_at = "done", 1.0, 60.0
         artifacts = Path(row.artifacts_dir)
     save_analysis(artifacts, analysis, history_ids=[])
+    with store.transaction() as session:
+        store_verdict_rows(session, experiment_id, analysis)
     return experiment_id
 
 
@@ -169,3 +172,16 @@ def test_the_exit_status_follows_the_change_against_its_parent(
     text = payload["headline"]["text"]  # type: ignore[index]
     assert text.startswith("no regression in 2 metrics of change vs parent")
     assert "not deciding: regression in cpu_ns_per_request (parent vs production) +" in text
+
+
+def test_listings_count_only_the_deciding_comparisons_regressions(
+    store: Store, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    # Only the parent regressed against production: context, not this change's regression.
+    context_only = store_three_sided(store, tmp_path / "a", parent=0.03, change=0.0)
+    regressed = store_three_sided(store, tmp_path / "b", parent=0.0, change=0.03)
+    counts = {row["id"]: row["regressions"] for row in experiment_rows(store)}
+    assert counts[context_only] == 0
+    assert counts[regressed] == 1

@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Collection
 from pathlib import Path
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select, update
 
 from hairline.arms.remote import HostLost
 from hairline.config import ArmConfig
@@ -53,11 +53,11 @@ from hairline.lab.results import (
     analyze_experiment,
     experiment_observations,
     save_analysis,
+    store_verdict_rows,
 )
 from hairline.lab.trials import run_trials_of
-from hairline.stats.data import Comparison
 from hairline.store.db import Store
-from hairline.store.models import Arm, Build, Trial, VerdictRow
+from hairline.store.models import Arm, Build, Trial
 from hairline.store.observations import (
     write_observations,
 )
@@ -303,32 +303,4 @@ def _analyze(ctx: Context) -> None:
     save_analysis(ctx.row.artifacts_dir, result, history_ids)
     with ctx.store.transaction() as session:
         transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
-        session.execute(delete(VerdictRow).where(VerdictRow.experiment_id == ctx.id))
-        for r in result.results:
-            c: Comparison = r.comparison
-            rule = r.verdict.rule
-            session.add(
-                VerdictRow(
-                    experiment_id=ctx.id,
-                    metric=r.metric,
-                    candidate=r.candidate,
-                    label=r.verdict.label,
-                    model=r.model,
-                    model_reason=r.model_reason,
-                    relative_effect=_num(c.effect_rel),
-                    absolute_effect=_num(c.effect_abs),
-                    ci_low=_num(c.ci_rel[0]),
-                    ci_high=_num(c.ci_rel[1]),
-                    p_value=_num(c.p_value),
-                    threshold=f"{rule.threshold:g}" + ("" if rule.kind == "absolute" else " rel"),
-                    direction=rule.direction,
-                )
-            )
-
-
-def _num(value: float | None) -> float | None:
-    import math
-
-    if value is None or not math.isfinite(value):
-        return None
-    return float(value)
+        store_verdict_rows(session, ctx.id, result)

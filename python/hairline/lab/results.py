@@ -16,7 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import select
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
@@ -26,7 +27,7 @@ from hairline.stats.data import Comparison
 from hairline.stats.sequential import FIRST_LOOK, settled
 from hairline.stats.verdict import MetricRule, Verdict
 from hairline.store.db import Store
-from hairline.store.models import Experiment, Service, Trial
+from hairline.store.models import Experiment, Service, Trial, VerdictRow
 from hairline.store.observations import (
     Observations,
     observations_from_table,
@@ -42,6 +43,7 @@ __all__ = [
     "load_analysis",
     "save_analysis",
     "settled_at_look",
+    "store_verdict_rows",
     "stored_history",
 ]
 
@@ -163,6 +165,40 @@ def settled_at_look(
 
 _ANALYSIS_FILE = "verdicts.json"
 _ANALYSIS_VERSION = 1
+
+
+def store_verdict_rows(session: Session, experiment_id: int, analysis: Analysis) -> None:
+    """Replace the experiment's verdict rows (what listings count) with ``analysis``'s:
+    each with the arm it was compared with and whether it decides the outcome."""
+    session.execute(delete(VerdictRow).where(VerdictRow.experiment_id == experiment_id))
+    for r in analysis.results:
+        c: Comparison = r.comparison
+        rule = r.verdict.rule
+        session.add(
+            VerdictRow(
+                experiment_id=experiment_id,
+                metric=r.metric,
+                candidate=r.candidate,
+                baseline=r.baseline,
+                deciding=analysis.decides(r.candidate),
+                label=r.verdict.label,
+                model=r.model,
+                model_reason=r.model_reason,
+                relative_effect=_finite(c.effect_rel),
+                absolute_effect=_finite(c.effect_abs),
+                ci_low=_finite(c.ci_rel[0]),
+                ci_high=_finite(c.ci_rel[1]),
+                p_value=_finite(c.p_value),
+                threshold=f"{rule.threshold:g}" + ("" if rule.kind == "absolute" else " rel"),
+                direction=rule.direction,
+            )
+        )
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def save_analysis(artifacts: Path, analysis: Analysis, history_ids: list[int]) -> Path:

@@ -43,7 +43,7 @@ def experiment_rows(store: Store, *, limit: int = 50) -> list[dict[str, Any]]:
         regressions = pairs(
             session.execute(
                 select(VerdictRow.experiment_id, func.count())
-                .where(VerdictRow.label == "regression")
+                .where(VerdictRow.label == "regression", VerdictRow.deciding)
                 .group_by(VerdictRow.experiment_id)
             )
         )

@@ -241,6 +241,10 @@ class VerdictRow(Base):
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
     metric: Mapped[str] = mapped_column(String(200))
     candidate: Mapped[str] = mapped_column(String(100))
+    # The arm the candidate was compared with (None: rows written before there was a choice)
+    # and whether the comparison decides the outcome (context comparisons do not).
+    baseline: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    deciding: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     label: Mapped[str] = mapped_column(String(16))
     model: Mapped[str] = mapped_column(String(100))
     model_reason: Mapped[str] = mapped_column(Text)

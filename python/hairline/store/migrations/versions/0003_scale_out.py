@@ -20,6 +20,13 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # Three-sided experiments: which arm each verdict's candidate was compared with, and
+    # whether that comparison decides the outcome (listings count only those).
+    with op.batch_alter_table("verdicts") as batch:
+        batch.add_column(sa.Column("baseline", sa.String(100), nullable=True))
+        batch.add_column(
+            sa.Column("deciding", sa.Boolean, nullable=False, server_default=sa.true())
+        )
     with op.batch_alter_table("hosts") as batch:
         batch.add_column(
             sa.Column("region", sa.String(100), nullable=False, server_default="local")
@@ -59,6 +66,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("verdicts") as batch:
+        batch.drop_column("deciding")
+        batch.drop_column("baseline")
     op.drop_table("region_quotas")
     with op.batch_alter_table("experiments") as batch:
         batch.drop_index("ix_experiments_lease")
