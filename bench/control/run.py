@@ -18,7 +18,8 @@ experiment (two CPU models); every one avoids two noisy CPU models and one noisy
 
 Each processor is a process of its own that loops: claim (hairline.lab.queue.claim),
 allocate two hosts (hairline.hosts.inventory.allocate, timed: one allocation decision),
-release the hosts, mark the experiment done and give up its lease; no trial is run. An
+mark the experiment done, releasing its hosts and its lease in the same transaction (as the
+processor does); no trial is run. An
 experiment that must wait is released and passed over, as `hairline lab process` does.
 Prints the claims per second over the run (first claim to last) and the allocation time
 percentiles; writes bench/out/control.json. Exits 1 when claims/s < 200 or p99 > 50 ms.
@@ -67,7 +68,7 @@ def _pg_bindir() -> Path | None:
 class Postgres:
     """A throwaway cluster on a loopback port, removed on exit."""
 
-    def __init__(self, *, fsync: bool) -> None:
+    def __init__(self, *, fsync: bool, statements: bool = False) -> None:
         bindir = _pg_bindir()
         if bindir is None:
             raise SystemExit("PostgreSQL is not installed (make sysdeps installs it)")
@@ -89,7 +90,8 @@ class Postgres:
         self.proc = subprocess.Popen(
             [*as_user, str(bindir / "postgres"), "-D", str(data), "-p", str(self.port),
              "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={data}",
-             "-c", f"fsync={'on' if fsync else 'off'}", "-c", "max_connections=100"],
+             "-c", f"fsync={'on' if fsync else 'off'}", "-c", "max_connections=100",
+             *(["-c", "shared_preload_libraries=pg_stat_statements"] if statements else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         import psycopg
@@ -266,7 +268,7 @@ def populate(url: str, home: Path, *, hosts: int, experiments: int, teams: int) 
 def worker(number: int, url: str, home: Path, go: Path, out: Path) -> None:
     from sqlalchemy import select
 
-    from hairline.hosts.inventory import Waiting, allocate, release_hosts
+    from hairline.hosts.inventory import Waiting, allocate
     from hairline.hosts.similar import Requirements
     from hairline.lab.queue import claim, release, transition
     from hairline.store.db import open_store
@@ -293,8 +295,8 @@ def worker(number: int, url: str, home: Path, go: Path, out: Path) -> None:
                 misses += 1
             continue
         misses = 0
-        with store.transaction() as session:
-            team = session.scalar(select(Experiment.team).where(Experiment.id == experiment_id))
+        with store.autocommit() as connection:
+            team = connection.scalar(select(Experiment.team).where(Experiment.id == experiment_id))
         assert team is not None
         # One in ten compares two CPU models; all avoid the noisy ones (max_cov 5%).
         hardware = experiment_id % 10 == 0
@@ -309,10 +311,9 @@ def worker(number: int, url: str, home: Path, go: Path, out: Path) -> None:
             waited.add(experiment_id)
             release(store, owner, experiment_id)
             continue
-        release_hosts(store, experiment_id)
         with store.transaction() as session:
             transition(session, owner, experiment_id, phase="done", finished_at=time.time(),
-                       lease_owner=None, lease_expires_at=None)  # fmt: skip
+                       lease_owner=None, lease_expires_at=None, give_hosts_back=True)  # fmt: skip
         claims += 1
         last = time.time()
     store.close()
@@ -326,6 +327,31 @@ def worker(number: int, url: str, home: Path, go: Path, out: Path) -> None:
         "cpu_s": time.process_time() - cpu_at_go,
     }
     out.write_text(json.dumps(result))  # fmt: skip
+
+
+def _reset_statements(pg: Postgres) -> None:
+    import psycopg
+
+    with psycopg.connect(pg.dsn("bench"), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        conn.execute("SELECT pg_stat_statements_reset()")
+
+
+def _write_statements(pg: Postgres, path: Path) -> None:
+    """PostgreSQL's time per statement over the run, most total time first."""
+    import psycopg
+
+    with psycopg.connect(pg.dsn("bench"), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT calls, total_exec_time, mean_exec_time, query FROM pg_stat_statements "
+            "ORDER BY total_exec_time DESC LIMIT 30"
+        ).fetchall()
+    lines = [f"{'calls':>8} {'total ms':>10} {'mean ms':>8}  query"]
+    for calls, total_ms, mean_ms, query in rows:
+        text = " ".join(str(query).split())[:300]
+        lines.append(f"{calls:>8} {total_ms:>10.1f} {mean_ms:>8.3f}  {text}")
+    path.write_text("\n".join(lines) + "\n")
+    print(f"PostgreSQL's statements: {path}")
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -345,17 +371,29 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 hosts, 200 experiments")
     parser.add_argument("--no-fsync", action="store_true",
                         help="fsync=off, as the tests' server runs")  # fmt: skip
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="write each processor's cProfile and PostgreSQL's statement "
+                        "times (pg_stat_statements) to DIR")  # fmt: skip
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        worker(args.worker, args.db, args.dir / "home", args.dir / "go",
+        run = (args.worker, args.db, args.dir / "home", args.dir / "go",
                args.dir / f"worker-{args.worker}.json")  # fmt: skip
+        if args.profile is None:
+            worker(*run)
+        else:
+            import cProfile
+
+            cProfile.runctx("worker(*run)", globals(), {"run": run},
+                            str(args.profile / f"worker-{args.worker}.prof"))  # fmt: skip
         return 0
     if args.quick:
         args.hosts, args.experiments = 2_000, 200
-    pg = Postgres(fsync=not args.no_fsync)
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    pg = Postgres(fsync=not args.no_fsync, statements=args.profile is not None)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="hairline-bench-control-") as tmp:
@@ -364,7 +402,12 @@ def main(argv: list[str]) -> int:
             dataset = populate(pg.url, work / "home", hosts=args.hosts,
                                experiments=args.experiments, teams=args.teams)  # fmt: skip
             print(f"populated in {time.monotonic() - started:.1f} s: {dataset}", flush=True)
-            command = [sys.executable, __file__, "--db", pg.url, "--dir", str(work), "--worker"]
+            if args.profile is not None:
+                _reset_statements(pg)
+            command = [sys.executable, __file__, "--db", pg.url, "--dir", str(work)]
+            if args.profile is not None:
+                command += ["--profile", str(args.profile)]
+            command.append("--worker")
             procs = [subprocess.Popen([*command, str(n)]) for n in range(args.processors)]
             deadline = time.monotonic() + 120
             while sum(1 for _ in work.glob("ready-*")) < args.processors:
@@ -382,6 +425,8 @@ def main(argv: list[str]) -> int:
                 raise SystemExit("a processor failed")
             results = [json.loads((work / f"worker-{n}.json").read_text())
                        for n in range(args.processors)]  # fmt: skip
+            if args.profile is not None:
+                _write_statements(pg, args.profile / "statements.txt")
     finally:
         for p in procs:
             if p.poll() is None:

@@ -56,7 +56,6 @@ from hairline.hosts.rows import (
 )
 from hairline.hosts.similar import (
     GROUP_FACTS,
-    Choice,
     NoChoice,
     Requirements,
     assign_slots,
@@ -252,19 +251,24 @@ def allocate(
         raise ValueError(f"{len(requirements.arms)} arm classes for {count} hosts")
     now = clock()
     counts = cached_counts(store, backend)
-    if counts is None:
-        # Counted outside the allocation's transaction, so that no quota lock is held
-        # while the whole inventory is scanned.
-        with store.engine.connect() as connection:
-            counts = _counts_now(connection, store, backend, now)
-    try:
-        with store.engine.begin() as connection:
-            return _allocate(
-                connection, store, experiment_id, team, count, counts,
-                now=now, lease_s=lease_s, backend=backend, requirements=requirements,
-            )  # fmt: skip
-    except _TakenMeanwhile:
-        return Waiting("another experiment took a host at the same moment")
+    for fresh in (counts is None, True):
+        if fresh:
+            # Counted outside the allocation's transaction, so that no quota lock is held
+            # while the whole inventory is scanned.
+            with store.engine.connect() as connection:
+                counts = _counts_now(connection, store, backend, now)
+        assert counts is not None
+        try:
+            with store.engine.begin() as connection:
+                return _allocate(
+                    connection, store, experiment_id, team, count, counts, fresh=fresh,
+                    now=now, lease_s=lease_s, backend=backend, requirements=requirements,
+                )  # fmt: skip
+        except _Stale:
+            continue
+        except _TakenMeanwhile:
+            break
+    return Waiting("another experiment took a host at the same moment")
 
 
 def _counts_now(connection: Connection, store: Store, backend: str, now: float) -> ClassCounts:
@@ -273,8 +277,14 @@ def _counts_now(connection: Connection, store: Store, backend: str, now: float) 
     )
 
 
+class _Stale(Exception):
+    """The class counts (up to a second old) gave a choice that failed: the transaction
+    rolls back, and the choice is made again from counts read now."""
+
+
 class _TakenMeanwhile(Exception):
-    """Hosts counted free were taken by another allocation: the transaction rolls back."""
+    """Hosts counted free just now were taken by another allocation: the transaction
+    rolls back, and the experiment waits."""
 
 
 def _allocate(
@@ -285,13 +295,14 @@ def _allocate(
     count: int,
     counts: ClassCounts,
     *,
+    fresh: bool,
     now: float,
     lease_s: float,
     backend: str,
     requirements: Requirements,
 ) -> Allocation | Waiting:
     """The allocation in its transaction (see :func:`allocate`); ``counts`` rank the
-    classes first, and counts read in the transaction if the choice they give fails."""
+    classes, and a choice they fail raises :class:`_Stale` unless they are ``fresh``."""
     if backend == LOCAL_BACKEND:
         # The CPU sets of one machine share its CPU model and kernel: there is no other
         # host to prefer, and avoiding them all would make the experiment wait forever.
@@ -315,33 +326,24 @@ def _allocate(
     slots = _open_slots(kept, count, requirements)
     if backend == LOCAL_BACKEND and requirements.hardware:
         local_classes_exist(connection, requirements, enabled=_enabled(backend))
-    # The class counts may be a second old (hosts/counts.py): a choice they fail is
-    # made again from counts read now, before the experiment is told to wait.
-    for fresh in (False, True):
-        if fresh:
-            counts = _counts_now(connection, store, backend, now)
-        if count > counts.pool:
-            if not fresh:
-                continue
-            _too_few(backend, counts.pool, count)
-        room = room_by_region(
-            {g.region for g in counts.groups}, held=held, overall=overall,
-            regional=regional, kept=len(kept),
-        )  # fmt: skip
-        choice = choose(counts.groups, slots, room=room, requirements=requirements,
-                        pinned=pinned)  # fmt: skip
-        if isinstance(choice, NoChoice):
-            if fresh:
-                return Waiting(choice.reason)
-            continue
-        taken = take_hosts(
-            connection, choice.slots, backend, _machine(), experiment_id, team, now, lease_s
-        )
-        if taken is not None:
-            break
-        if fresh:
-            raise _TakenMeanwhile
-    assert isinstance(choice, Choice) and taken is not None
+    if count > counts.pool:
+        if not fresh:
+            raise _Stale
+        _too_few(backend, counts.pool, count)
+    room = room_by_region(
+        {g.region for g in counts.groups}, held=held, overall=overall,
+        regional=regional, kept=len(kept),
+    )  # fmt: skip
+    choice = choose(counts.groups, slots, room=room, requirements=requirements, pinned=pinned)
+    if isinstance(choice, NoChoice):
+        if not fresh:
+            raise _Stale
+        return Waiting(choice.reason)
+    taken = take_hosts(
+        connection, choice.slots, backend, _machine(), experiment_id, team, now, lease_s
+    )
+    if taken is None:
+        raise _TakenMeanwhile if fresh else _Stale
     count_taken(store, backend, choice.slots)
     if recorded is None:
         record_region(connection, experiment_id, choice.region)

@@ -58,7 +58,9 @@ class Context:
         if self.options.on_event:
             self.options.on_event(Event(self.id, kind, message, **extra))
 
-    def move(self, **values: object) -> None:
+    def move(self, *, give_hosts_back: bool = False, **values: object) -> None:
+        """Update the experiment's row (and release its hosts), if this processor holds it."""
         self.keeper.check()
         with self.store.transaction() as session:
-            transition(session, self.options.owner, self.id, clock=self.options.clock, **values)
+            transition(session, self.options.owner, self.id, clock=self.options.clock,
+                       give_hosts_back=give_hosts_back, **values)  # fmt: skip

@@ -32,7 +32,6 @@ from hairline.hosts.inventory import (
     Waiting,
     allocate,
     ensure_local_hosts,
-    release_hosts,
     requirements_for,
 )
 from hairline.hosts.registry import mark_unhealthy
@@ -146,6 +145,7 @@ def _end(ctx: Context, phase: str, reason: str) -> None:
         transition(
             session, ctx.options.owner, ctx.id, clock=ctx.options.clock, phase=phase,
             failure=reason, finished_at=ctx.options.clock(), progress=phase,
+            give_hosts_back=True,
         )  # fmt: skip
         # The trial that was running will never finish: say so instead of "running".
         session.execute(
@@ -153,7 +153,6 @@ def _end(ctx: Context, phase: str, reason: str) -> None:
             .where(Trial.experiment_id == ctx.id, Trial.state == "running")
             .values(state="abandoned", note=reason, finished_at=ctx.options.clock())
         )
-    release_hosts(ctx.store, ctx.id)
     ctx.emit(phase, reason)
 
 
@@ -196,19 +195,17 @@ def _advance(ctx: Context) -> Outcome:
                      "unhealthy and the trial runs again on another host")  # fmt: skip
             continue
         except HeadUnreachable as err:
-            release_hosts(ctx.store, ctx.id)
             reason = f"Ray head unreachable ({err.reason})"
-            ctx.move(progress=f"waiting: {reason}")
+            ctx.move(progress=f"waiting: {reason}", give_hosts_back=True)
             ctx.emit("waiting", f"{reason}; the interrupted trial runs again once a head is back")
             return "waiting"
-        release_hosts(ctx.store, ctx.id)
-        ctx.move(phase="analyzing", progress="analyzing")
+        ctx.move(phase="analyzing", progress="analyzing", give_hosts_back=True)
         ctx.emit("phase", "analyzing")
         phase = "analyzing"
     if phase == "analyzing":
         _analyze(ctx)
-        ctx.move(phase="done", finished_at=ctx.options.clock(), progress="done")
-        release_hosts(ctx.store, ctx.id)
+        ctx.move(phase="done", finished_at=ctx.options.clock(), progress="done",
+                 give_hosts_back=True)  # fmt: skip
         ctx.emit("done", "done")
         return "done"
     return phase

@@ -9,9 +9,9 @@ was presumed dead) cannot overwrite the work of the one that took over.
 Which experiment is claimed next: the highest priority first, then, among teams, the one
 furthest below its quota share, then the oldest (``hosts/fairness.py`` decides the order
 from the claimable experiments grouped by priority and team, and the hosts each team
-holds). The claim is a compare-and-set ``UPDATE ... WHERE lease is free``, checked by its
-row count; on PostgreSQL the candidate row is first selected ``FOR UPDATE SKIP LOCKED`` so
-that concurrent processors do not queue on one row but take the next of the same team.
+holds). The claim is a compare-and-set ``UPDATE ... WHERE lease is free RETURNING id``; on
+PostgreSQL its candidate row is selected ``FOR UPDATE SKIP LOCKED`` in the same statement,
+so that concurrent processors do not queue on one row but take the next of the same team.
 The same statements run on SQLite, where the database's single writer gives the same
 guarantee.
 """
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hairline.config import ExperimentConfig
@@ -36,6 +36,7 @@ from hairline.errors import HairlineError
 from hairline.hosts.fairness import Waiter, claim_order
 from hairline.hosts.inventory import release_hosts
 from hairline.hosts.quotas import team_usage
+from hairline.hosts.rows import release as release_rows
 from hairline.store.db import Store
 from hairline.store.models import (
     ACTIVE_PHASES,
@@ -193,6 +194,12 @@ _WAITING = (
     .where(_CLAIMABLE)
     .group_by(_E.priority, _E.team)
 )
+_TAKE = update(_EXPERIMENTS).values(
+    lease_owner=bindparam("owner"), lease_expires_at=bindparam("until"),
+    claims=_E.claims + 1, updated_at=bindparam("now"),
+)  # fmt: skip
+# The oldest claimable experiment of one team at one priority, taken in one statement; on
+# PostgreSQL a row another processor is taking is skipped (SKIP LOCKED), not waited for.
 _NEXT_OF = (
     select(_E.id)
     .where(_CLAIMABLE, _E.priority == bindparam("p"), _E.team == bindparam("t"))
@@ -200,14 +207,8 @@ _NEXT_OF = (
     .limit(1)
     .with_for_update(skip_locked=True)
 )
-_THIS = select(_E.id).where(_CLAIMABLE, _E.id == bindparam("e_id"))
-_THIS = _THIS.with_for_update(skip_locked=True)
-_TAKE_LEASE = (
-    update(_EXPERIMENTS)
-    .where(_E.id == bindparam("e_id"), _LEASE_FREE)
-    .values(lease_owner=bindparam("owner"), lease_expires_at=bindparam("until"),
-            claims=_E.claims + 1, updated_at=bindparam("now"))
-)  # fmt: skip
+_TAKE_NEXT = _TAKE.where(_E.id == _NEXT_OF.scalar_subquery(), _LEASE_FREE).returning(_E.id)
+_TAKE_THIS = _TAKE.where(_E.id == bindparam("e_id"), _CLAIMABLE).returning(_E.id)
 
 
 def claim(
@@ -224,35 +225,29 @@ def claim(
 
     A processor whose experiment must wait for hosts passes it in ``skip`` on its next
     claims, so that the experiments behind it may try for hosts meanwhile.
+
+    No transaction is needed: the order is read first, and each take is one conditional
+    ``UPDATE ... RETURNING`` that either takes a free lease or changes nothing.
     """
     now = clock()
-    with store.engine.begin() as connection:
-        params: dict[str, object] = {"now": now, "skip": list(skip)}
+    params: dict[str, object] = {
+        "now": now, "skip": list(skip), "owner": owner, "until": now + lease_s,
+    }  # fmt: skip
+    with store.autocommit() as connection:
         if experiment_id is not None:
-            found = connection.execute(_THIS, {**params, "e_id": experiment_id}).scalar()
-        else:
-            found = _next_claimable(connection, params, now)
-        if found is None:
+            found = connection.execute(_TAKE_THIS, {**params, "e_id": experiment_id}).scalar()
+            return None if found is None else int(found)
+        groups = connection.execute(_WAITING, params).all()
+        if not groups:
             return None
-        result = connection.execute(
-            _TAKE_LEASE, {"e_id": found, "now": now, "owner": owner, "until": now + lease_s}
-        )
-        return int(found) if result.rowcount == 1 else None
-
-
-def _next_claimable(connection: Connection, params: dict[str, object], now: float) -> int | None:
-    """The first experiment in the claim order that no other processor is claiming."""
-    groups = connection.execute(_WAITING, params).all()
-    if not groups:
-        return None
-    usage = team_usage(connection, now, teams={t for _, t, _ in groups})
-    waiters = [Waiter(team=t, priority=int(p), oldest_at=float(at)) for p, t, at in groups]
-    for waiter in claim_order(waiters, held=usage.held, quotas=usage.quotas, pool=usage.pool):
-        found = connection.execute(
-            _NEXT_OF, {**params, "p": waiter.priority, "t": waiter.team}
-        ).scalar()
-        if found is not None:
-            return int(found)
+        usage = team_usage(connection, now, teams={t for _, t, _ in groups})
+        waiters = [Waiter(team=t, priority=int(p), oldest_at=float(at)) for p, t, at in groups]
+        for waiter in claim_order(waiters, held=usage.held, quotas=usage.quotas, pool=usage.pool):
+            found = connection.execute(
+                _TAKE_NEXT, {**params, "p": waiter.priority, "t": waiter.team}
+            ).scalar()
+            if found is not None:
+                return int(found)
     return None
 
 
@@ -301,9 +296,11 @@ def transition(
     experiment_id: int,
     *,
     clock: Clock = time.time,
+    give_hosts_back: bool = False,
     **values: object,
 ) -> None:
-    """Update the experiment in ``session``'s transaction, if ``owner`` still holds it.
+    """Update the experiment in ``session``'s transaction, if ``owner`` still holds it,
+    and with ``give_hosts_back`` release its hosts in the same transaction.
 
     Raises :class:`LeaseLost` otherwise, which rolls the whole transaction back.
     """
@@ -318,6 +315,8 @@ def transition(
             f"experiment {experiment_id}: lease lost; another processor has taken it over "
             "(this one stalled longer than the lease: raise --lease-s if that was expected)"
         )
+    if give_hosts_back:
+        release_rows(session.connection(), experiment_id)
 
 
 class LeaseKeeper:
