@@ -16,6 +16,7 @@ from test_factors import simulate_lab
 
 from hairline.config import HostsConfig, load_experiment
 from hairline.errors import HostsUnavailable
+from hairline.hosts.counts import forget_counts
 from hairline.hosts.inventory import (
     Allocation,
     Waiting,
@@ -384,3 +385,26 @@ def test_hardware_mode_on_this_machine_fails_at_once_for_a_class_it_lacks(store:
         allocate(store, eid, "t", 2, lease_s=30, clock=FakeClock(),
                  requirements=Requirements(arms=arms))  # fmt: skip
     assert err.value.hint is not None and "hairline lab hosts" in err.value.hint
+
+
+def test_counts_made_stale_by_another_processor_are_read_again_not_waited_on(
+    store: Store,
+) -> None:
+    # This process counts four free 6.8-kernel hosts and two 6.1 ones; then another
+    # processor takes every 6.8 host. The cached counts still rank 6.8 first: the take
+    # fails, and the choice is made again from counts read now, which finds the 6.1 pair.
+    forget_counts()
+    six_eight = _machines(store, (4, {"kernel": "6.8"}))
+    _machines(store, (2, {"kernel": "6.1"}))
+    clock = FakeClock()
+    first, second, elsewhere = _experiments(store, 3)
+    primed = _ray(store, first, "t", 1, clock)
+    assert isinstance(primed, Allocation) and primed.facts[0]["kernel"] == "6.8"
+    release_hosts(store, first)
+    with store.transaction() as session:
+        for host in session.scalars(select(Host).where(Host.id.in_(six_eight))):
+            host.experiment_id, host.team = elsewhere, "other"
+            host.lease_expires_at = clock.now + 60
+    got = _ray(store, second, "t", 2, clock)
+    assert isinstance(got, Allocation), got
+    assert [f["kernel"] for f in got.facts] == ["6.1", "6.1"]

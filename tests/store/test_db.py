@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, select
+from sqlalchemy import inspect, select, text
 
 from hairline.errors import ConfigError
+from hairline.store import db
 from hairline.store.db import open_store
 from hairline.store.models import Base, Service
 
@@ -46,3 +48,25 @@ def test_an_unreachable_server_is_named(tmp_path: Path) -> None:
     # Port 1 on loopback: nothing listens there, the connection is refused at once.
     with pytest.raises(ConfigError, match="cannot open the database"):
         open_store("postgresql://nobody@127.0.0.1:1/none", home=tmp_path)
+
+
+def test_a_pooled_connection_the_server_closed_is_replaced_after_an_idle_pause(
+    postgres_server: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A busy processor's connections are not pinged at every checkout (a round trip per
+    # transaction); one idle for PING_IDLE_S is, and a dead one is replaced, not an error.
+    monkeypatch.setattr(db, "PING_IDLE_S", 0.05)
+    store = open_store(postgres_server.new_database(), home=tmp_path)  # type: ignore[attr-defined]
+    with store.autocommit() as connection:
+        backend_pid = connection.scalar(text("SELECT pg_backend_pid()"))
+    killer = open_store(store.url, home=tmp_path)
+    with killer.autocommit() as connection:
+        assert connection.scalar(text("SELECT pg_terminate_backend(:p)"), {"p": backend_pid})
+    time.sleep(0.1)
+    with store.transaction() as session:
+        session.add(Service(name="after", created_at=0.0))
+    with store.autocommit() as connection:
+        assert connection.scalar(text("SELECT pg_backend_pid()")) != backend_pid
+        assert connection.scalar(select(Service.name)) == "after"
+    killer.close()
+    store.close()
