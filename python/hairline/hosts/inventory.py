@@ -44,7 +44,7 @@ from hairline.errors import HostsUnavailable
 from hairline.hosts.counts import ClassCounts, cached_counts, class_counts, count_taken
 from hairline.hosts.factors import cov_by_fact
 from hairline.hosts.facts import probe_facts
-from hairline.hosts.quotas import held_by_region, lock_quotas, room_by_region
+from hairline.hosts.quotas import count_held, held_by_region, lock_quotas, room_by_region
 from hairline.hosts.rows import (
     LOCAL_BACKEND,
     kept_hosts,
@@ -345,6 +345,7 @@ def _allocate(
     if taken is None:
         raise _TakenMeanwhile if fresh else _Stale
     count_taken(store, backend, choice.slots)
+    count_held(store, team, len(taken))
     if recorded is None:
         record_region(connection, experiment_id, choice.region)
     return _allocation(_in_arm_order([*kept, *taken], requirements))

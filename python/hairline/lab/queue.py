@@ -240,7 +240,7 @@ def claim(
         groups = connection.execute(_WAITING, params).all()
         if not groups:
             return None
-        usage = team_usage(connection, now, teams={t for _, t, _ in groups})
+        usage = team_usage(store, connection, now, teams={t for _, t, _ in groups})
         waiters = [Waiter(team=t, priority=int(p), oldest_at=float(at)) for p, t, at in groups]
         for waiter in claim_order(waiters, held=usage.held, quotas=usage.quotas, pool=usage.pool):
             found = connection.execute(
