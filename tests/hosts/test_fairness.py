@@ -29,6 +29,20 @@ def test_priority_goes_first_then_the_team_furthest_below_its_share_then_age() -
     assert [w.team for w in order] == ["infra", "ads", "search", "feed"]
 
 
+def test_a_team_a_processor_is_giving_hosts_to_goes_after_the_others_of_its_priority() -> None:
+    # "ads" is furthest below its share, but another processor is allocating for it now:
+    # a second would only wait for that one's quota lock. It goes after "search", and
+    # still before a team of lower priority.
+    waiters = [Waiter("search", 1, 1.0), Waiter("ads", 1, 3.0), Waiter("batch", 0, 0.0)]
+    held = {"search": 5, "ads": 2}
+    quotas = {"search": 10, "ads": 10, "batch": 10}
+    order = claim_order(waiters, held=held, quotas=quotas, pool=100, allocating={"ads"})
+    assert [w.team for w in order] == ["search", "ads", "batch"]
+    assert [w.team for w in claim_order(waiters, held=held, quotas=quotas, pool=100)] == [
+        "ads", "search", "batch",
+    ]  # fmt: skip
+
+
 def test_a_team_with_quota_zero_goes_last_and_one_without_a_quota_counts_the_pool() -> None:
     waiters = [Waiter("none", 0, 1.0), Waiter("zero", 0, 0.0), Waiter("big", 0, 2.0)]
     order = claim_order(waiters, held={"none": 10, "big": 3}, quotas={"zero": 0, "big": 10},

@@ -172,6 +172,25 @@ def test_the_team_furthest_below_its_quota_share_goes_first_then_age(
     assert claim(store, "p1", lease_s=30, clock=clock) == busy_too
 
 
+def test_a_team_another_processor_is_allocating_for_goes_after_the_others(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    first = enqueue(store, config.model_copy(update={"team": "ads"}), clock=clock)
+    second = enqueue(store, config.model_copy(update={"team": "ads"}), clock=clock)
+    clock.now += 1
+    search = enqueue(store, config.model_copy(update={"team": "search"}), clock=clock)
+    set_quota(store, "ads", 100)
+    set_quota(store, "search", 10)
+    _hold(store, "search", 5, clock)
+    assert claim(store, "p1", lease_s=30, clock=clock) == first
+    with store.transaction() as session:
+        transition(session, "p1", first, clock=clock, phase="allocating")
+    # "ads" still holds the least of its quota, but p1 is giving it hosts right now.
+    assert claim(store, "p2", lease_s=30, clock=clock) == search
+    assert claim(store, "p2", lease_s=30, clock=clock) == second
+
+
 def test_a_processor_passes_over_experiments_it_saw_waiting(
     store: Store, config: ExperimentConfig
 ) -> None:

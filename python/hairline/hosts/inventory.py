@@ -16,8 +16,9 @@ enabled, healthy, free hosts of its backend. Allocation is one short transaction
 2. read the free hosts grouped by their class columns (one indexed query; no facts JSON is
    parsed) and the team's hosts held per region;
 3. choose (pure);
-4. select the chosen hosts ``FOR UPDATE SKIP LOCKED`` and take them with one
-   compare-and-set ``UPDATE``, checked by its row count.
+4. take the hosts with one ``UPDATE ... RETURNING`` per chosen class, whose candidates
+   are selected ``FOR UPDATE SKIP LOCKED`` in the same statement; fewer hosts than asked
+   rolls the whole allocation back.
 
 A host allocation carries the experiment's lease expiry and is renewed with it, so hosts
 held by a dead processor become free when its lease runs out. The region of an
@@ -50,7 +51,6 @@ from hairline.hosts.rows import (
     kept_hosts,
     local_classes_exist,
     record_region,
-    recorded_region,
     release,
     take_hosts,
 )
@@ -308,8 +308,7 @@ def _allocate(
         # host to prefer, and avoiding them all would make the experiment wait forever.
         requirements = dataclasses.replace(requirements, max_cov=None)
     # What is the experiment's own first; the team's quota lock is held from here on.
-    kept = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
-    recorded = recorded_region(connection, experiment_id)
+    kept, recorded = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
     overall, regional = lock_quotas(connection, team)
     if overall is not None and count > overall:
         raise HostsUnavailable(

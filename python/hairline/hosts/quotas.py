@@ -75,10 +75,10 @@ _HELD = (
 )  # fmt: skip
 # Experiments on their way to hosts, and quotas, by team: one round trip.
 _CLAIMED_AND_QUOTAS = union_all(
-    select(literal_column("'claimed'"), _E.team, func.count())
+    select(_E.phase, _E.team, func.count())
     .where(_E.phase.in_(("queued", "building", "allocating")),
            _E.lease_expires_at >= bindparam("now"))
-    .group_by(_E.team),
+    .group_by(_E.phase, _E.team),
     select(literal_column("'quota'"), _Q.c.team, _Q.c.max_hosts),
 )  # fmt: skip
 # How old the hosts held per team may be when the claim order is decided from them.
@@ -168,6 +168,8 @@ class TeamUsage:
     held: dict[str, int]
     quotas: dict[str, int]
     pool: int
+    # Teams with an experiment a processor is giving hosts to right now.
+    allocating: frozenset[str] = frozenset()
 
 
 def team_usage(
@@ -187,15 +189,18 @@ def team_usage(
         _held[store.url] = cached
     held = dict(cached[1])
     quotas: dict[str, int] = {}
+    allocating: set[str] = set()
     for kind, team, n in connection.execute(_CLAIMED_AND_QUOTAS, {"now": now}):
         if kind == "quota":
             quotas[str(team)] = int(n)
-        else:
-            held[str(team)] = held.get(str(team), 0) + int(n)
+            continue
+        held[str(team)] = held.get(str(team), 0) + int(n)
+        if kind == "allocating":
+            allocating.add(str(team))
     pool = 0
     if any(t not in quotas for t in teams):
         pool = int(connection.execute(_POOL).scalar() or 0)
-    return TeamUsage(held=held, quotas=quotas, pool=pool)
+    return TeamUsage(held=held, quotas=quotas, pool=pool, allocating=frozenset(allocating))
 
 
 def count_held(store: Store, team: str, hosts: int) -> None:

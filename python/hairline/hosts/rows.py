@@ -13,7 +13,6 @@ from typing import Any, cast
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Select,
     Table,
     bindparam,
     func,
@@ -31,7 +30,6 @@ __all__ = [
     "kept_hosts",
     "local_classes_exist",
     "record_region",
-    "recorded_region",
     "release",
     "take_hosts",
 ]
@@ -43,7 +41,14 @@ _H = _HOSTS.c
 _EXPERIMENTS = cast(Table, Experiment.__table__)
 _FREE_NOW = or_(_H.experiment_id.is_(None), _H.lease_expires_at.is_(None),
                 _H.lease_expires_at < bindparam("now"))  # fmt: skip
-_MINE = select(_HOSTS).where(_H.experiment_id == bindparam("e_id")).order_by(_H.id)
+# The experiment's recorded region and its hosts, one row per host (one row of NULL host
+# columns when it holds none): one round trip.
+_MINE = (
+    select(_EXPERIMENTS.c.region.label("recorded_region"), _HOSTS)
+    .select_from(_EXPERIMENTS.outerjoin(_HOSTS, _H.experiment_id == _EXPERIMENTS.c.id))
+    .where(_EXPERIMENTS.c.id == bindparam("e_id"))
+    .order_by(_H.id)
+)
 _NOBODY = {"experiment_id": None, "team": None, "allocated_at": None, "lease_expires_at": None}
 _GIVE_BACK = update(_HOSTS).where(_H.id.in_(bindparam("ids", expanding=True))).values(_NOBODY)
 _RELEASE = update(_HOSTS).where(_H.experiment_id == bindparam("e_id")).values(_NOBODY)
@@ -52,41 +57,37 @@ _RENEW = (
     .where(_H.id.in_(bindparam("ids", expanding=True)))
     .values(lease_expires_at=bindparam("until"))
 )
-_RECORDED = select(_EXPERIMENTS.c.region).where(_EXPERIMENTS.c.id == bindparam("e_id"))
 _SET_REGION = (
     update(_EXPERIMENTS)
     .where(_EXPERIMENTS.c.id == bindparam("e_id"), _EXPERIMENTS.c.region.is_(None))
     .values(region=bindparam("r"))
 )
-_TAKE = (
-    update(_HOSTS)
-    .where(_H.id.in_(bindparam("ids", expanding=True)), _FREE_NOW)
-    .values(experiment_id=bindparam("e_id"), team=bindparam("e_team"),
-            allocated_at=bindparam("now"), lease_expires_at=bindparam("until"))
-)  # fmt: skip
 
 
-def _pick_statement(local: bool) -> Select[Any]:
-    """The free hosts of one group, locked, skipping those another allocation locks."""
-    pick = select(_HOSTS).where(
-        _H.backend == bindparam("backend"),
+def _take_statement(local: bool) -> Any:
+    """Take ``n`` free hosts of one group in one statement, returning them; the candidates
+    are locked skipping those another allocation locks (``FOR UPDATE SKIP LOCKED`` on
+    PostgreSQL; SQLite's single writer serialises allocations anyway)."""
+    pick = select(_H.id).where(
+        _H.backend == bindparam("h_backend"),
         _H.enabled.is_(True),
         _H.healthy.is_(True),
         _FREE_NOW,
         *(_H[f] == bindparam(f"g_{f}") for f in GROUP_FACTS),
     )
     if local:
-        pick = pick.where(_H.machine == bindparam("machine"))
-    return pick.order_by(_H.id).limit(bindparam("n")).with_for_update(skip_locked=True)
+        pick = pick.where(_H.machine == bindparam("h_machine"))
+    pick = pick.order_by(_H.id).limit(bindparam("n")).with_for_update(skip_locked=True)
+    return (
+        update(_HOSTS)
+        .where(_H.id.in_(pick.scalar_subquery()), _FREE_NOW)
+        .values(experiment_id=bindparam("e_id"), team=bindparam("e_team"),
+                allocated_at=bindparam("now"), lease_expires_at=bindparam("until"))
+        .returning(*_HOSTS.c)
+    )  # fmt: skip
 
 
-_PICK = {True: _pick_statement(local=True), False: _pick_statement(local=False)}
-
-
-def recorded_region(connection: Connection, experiment_id: int) -> str | None:
-    """The region the experiment's first allocation chose, if any."""
-    region = connection.execute(_RECORDED, {"e_id": experiment_id}).scalar()
-    return None if region is None else str(region)
+_TAKE = {True: _take_statement(local=True), False: _take_statement(local=False)}
 
 
 def record_region(connection: Connection, experiment_id: int, region: str) -> None:
@@ -106,17 +107,19 @@ def kept_hosts(
     count: int,
     now: float,
     lease_s: float,
-) -> list[Any]:
-    """The experiment's hosts (rows) that can go on serving it, their leases renewed; the
-    others (dead, disabled) given back."""
-    mine = connection.execute(_MINE, {"e_id": experiment_id}).all()
+) -> tuple[list[Any], str | None]:
+    """The experiment's hosts (rows) that can go on serving it, their leases renewed, the
+    others (dead, disabled) given back; and the region its first allocation chose, if any."""
+    rows = connection.execute(_MINE, {"e_id": experiment_id}).all()
+    recorded = None if not rows or rows[0].recorded_region is None else str(rows[0].recorded_region)
+    mine = [h for h in rows if h.id is not None]
     kept = [h for h in mine if h.enabled and h.healthy and h.backend == backend][:count]
     gone = [h.id for h in mine if h not in kept]
     if gone:
         connection.execute(_GIVE_BACK, {"ids": gone})
     if kept:
         connection.execute(_RENEW, {"ids": [h.id for h in kept], "until": now + lease_s})
-    return kept
+    return kept, recorded
 
 
 def local_classes_exist(
@@ -149,22 +152,19 @@ def take_hosts(
     now: float,
     lease_s: float,
 ) -> list[Any] | None:
-    """Lock and take the chosen groups' hosts (rows); None if others took them first."""
+    """Take the chosen groups' hosts (rows), one statement per group; None if others took
+    them first (the caller rolls the transaction back, so none stay taken)."""
     wanted: dict[Group, int] = {}
     for group in slots:
         wanted[group] = wanted.get(group, 0) + 1
-    pick = _PICK[backend == LOCAL_BACKEND]
+    take = _TAKE[backend == LOCAL_BACKEND]
+    base = {"h_backend": backend, "now": now, "h_machine": machine, "e_id": experiment_id,
+            "e_team": team, "until": now + lease_s}  # fmt: skip
     rows: list[Any] = []
     for group, n in wanted.items():
-        params: dict[str, object] = {f"g_{f}": group.fact(f) for f in GROUP_FACTS}
-        params.update(backend=backend, now=now, n=n, machine=machine)
-        found = connection.execute(pick, params).all()
+        params = {**base, "n": n, **{f"g_{f}": group.fact(f) for f in GROUP_FACTS}}
+        found = connection.execute(take, params).all()
         if len(found) < n:
             return None
         rows.extend(found)
-    ids = [h.id for h in rows]
-    result = connection.execute(
-        _TAKE,
-        {"ids": ids, "now": now, "e_id": experiment_id, "e_team": team, "until": now + lease_s},
-    )
-    return rows if result.rowcount == len(ids) else None
+    return rows

@@ -242,7 +242,11 @@ def claim(
             return None
         usage = team_usage(store, connection, now, teams={t for _, t, _ in groups})
         waiters = [Waiter(team=t, priority=int(p), oldest_at=float(at)) for p, t, at in groups]
-        for waiter in claim_order(waiters, held=usage.held, quotas=usage.quotas, pool=usage.pool):
+        order = claim_order(
+            waiters, held=usage.held, quotas=usage.quotas, pool=usage.pool,
+            allocating=usage.allocating,
+        )  # fmt: skip
+        for waiter in order:
             found = connection.execute(
                 _TAKE_NEXT, {**params, "p": waiter.priority, "t": waiter.team}
             ).scalar()
