@@ -172,7 +172,7 @@ def test_the_team_furthest_below_its_quota_share_goes_first_then_age(
     assert claim(store, "p1", lease_s=30, clock=clock) == busy_too
 
 
-def test_a_team_another_processor_is_allocating_for_goes_after_the_others(
+def test_a_team_another_processor_is_allocating_for_waits_for_that_allocation(
     store: Store, config: ExperimentConfig
 ) -> None:
     clock = FakeClock()
@@ -186,8 +186,13 @@ def test_a_team_another_processor_is_allocating_for_goes_after_the_others(
     assert claim(store, "p1", lease_s=30, clock=clock) == first
     with store.transaction() as session:
         transition(session, "p1", first, clock=clock, phase="allocating")
-    # "ads" still holds the least of its quota, but p1 is giving it hosts right now.
+    # "ads" still holds the least of its quota, but p1 is giving it hosts right now: a
+    # second allocation of "ads" would wait for p1's quota lock, so "ads" is passed over...
     assert claim(store, "p2", lease_s=30, clock=clock) == search
+    assert claim(store, "p2", lease_s=30, clock=clock) is None
+    # ...until p1's allocation ends.
+    with store.transaction() as session:
+        transition(session, "p1", first, clock=clock, phase="running")
     assert claim(store, "p2", lease_s=30, clock=clock) == second
 
 

@@ -250,7 +250,12 @@ def allocate(
     if requirements.arms and len(requirements.arms) != count:
         raise ValueError(f"{len(requirements.arms)} arm classes for {count} hosts")
     now = clock()
-    counts = cached_counts(store, backend)
+
+    def refresh() -> None:
+        with store.engine.connect() as connection:
+            _counts_now(connection, store, backend, now)
+
+    counts = cached_counts(store, backend, refresh=refresh)
     for fresh in (counts is None, True):
         if fresh:
             # Counted outside the allocation's transaction, so that no quota lock is held

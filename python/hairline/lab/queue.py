@@ -11,7 +11,9 @@ furthest below its quota share, then the oldest (``hosts/fairness.py`` decides t
 from the claimable experiments grouped by priority and team, and the hosts each team
 holds). The claim is a compare-and-set ``UPDATE ... WHERE lease is free RETURNING id``; on
 PostgreSQL its candidate row is selected ``FOR UPDATE SKIP LOCKED`` in the same statement,
-so that concurrent processors do not queue on one row but take the next of the same team.
+so that concurrent processors do not queue on one row but pass to the next team. A team
+that a processor is giving hosts to is passed over until that allocation ends: a second
+allocation of the team would wait for the first's quota lock.
 The same statements run on SQLite, where the database's single writer gives the same
 guarantee.
 """
@@ -198,15 +200,28 @@ _TAKE = update(_EXPERIMENTS).values(
     lease_owner=bindparam("owner"), lease_expires_at=bindparam("until"),
     claims=_E.claims + 1, updated_at=bindparam("now"),
 )  # fmt: skip
-# The oldest claimable experiment of one team at one priority, taken in one statement; on
-# PostgreSQL a row another processor is taking is skipped (SKIP LOCKED), not waited for.
-_NEXT_OF = (
+# Another experiment of the team is being given hosts now: its processor holds the team's
+# quota lock, and a second allocation of the team would only wait for it.
+_OTHERS = _EXPERIMENTS.alias("others")
+_TEAM_ALLOCATING = (
+    select(_OTHERS.c.id)
+    .where(_OTHERS.c.team == bindparam("t"), _OTHERS.c.phase == "allocating",
+           _OTHERS.c.lease_expires_at >= bindparam("now"))
+    .exists()
+)  # fmt: skip
+# The oldest claimable experiment of one team at one priority, taken in one statement,
+# unless the team is allocating already. On PostgreSQL, when another processor is taking
+# that one (its row is locked), the team is passed over (SKIP LOCKED on the oldest alone),
+# neither waited for nor served twice at once by taking its next experiment.
+_OLDEST_OF = (
     select(_E.id)
-    .where(_CLAIMABLE, _E.priority == bindparam("p"), _E.team == bindparam("t"))
+    .where(_CLAIMABLE, _E.priority == bindparam("p"), _E.team == bindparam("t"),
+           ~_TEAM_ALLOCATING)
     .order_by(_E.created_at, _E.id)
     .limit(1)
-    .with_for_update(skip_locked=True)
-)
+    .scalar_subquery()
+)  # fmt: skip
+_NEXT_OF = select(_E.id).where(_E.id == _OLDEST_OF).with_for_update(skip_locked=True)
 _TAKE_NEXT = _TAKE.where(_E.id == _NEXT_OF.scalar_subquery(), _LEASE_FREE).returning(_E.id)
 _TAKE_THIS = _TAKE.where(_E.id == bindparam("e_id"), _CLAIMABLE).returning(_E.id)
 
@@ -253,6 +268,13 @@ def claim(
             if found is not None:
                 return int(found)
     return None
+
+
+_MOVE = update(_EXPERIMENTS).where(
+    _E.id == bindparam("e_id"),
+    _E.lease_owner == bindparam("owner"),
+    _E.lease_expires_at >= bindparam("now"),
+)
 
 
 def _held(experiment_id: int, owner: str, now: float) -> object:
@@ -309,12 +331,11 @@ def transition(
     Raises :class:`LeaseLost` otherwise, which rolls the whole transaction back.
     """
     now = clock()
-    result = session.execute(
-        update(Experiment)
-        .where(_held(experiment_id, owner, now))  # type: ignore[arg-type]
-        .values(updated_at=now, **values)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    # The SET clause comes from the parameters (a Core statement built once: the ORM's
+    # bulk update cost more Python time than the database spent on it).
+    params = {**values, "updated_at": now, "e_id": experiment_id, "owner": owner, "now": now}
+    result = session.connection().execute(_MOVE, params)
+    if result.rowcount != 1:
         raise LeaseLost(
             f"experiment {experiment_id}: lease lost; another processor has taken it over "
             "(this one stalled longer than the lease: raise --lease-s if that was expected)"
