@@ -1,0 +1,203 @@
+"""The rules of an experiment file that its models cannot state alone: placeholders and
+metrics of the service, arm sources, the arms' baselines, hardware mode. Each problem is
+reported, not raised, so that one round finds them all.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import string
+from collections.abc import Callable
+from pathlib import Path
+
+from hairline.config.experiment import (
+    NAME_PATTERN,
+    START_PLACEHOLDERS,
+    ExperimentConfig,
+    ServiceConfig,
+)
+from hairline.config.policy import BUILTIN_DIRECTIONS, DIRECTIONS, parse_threshold
+from hairline.config.sections import HOST_CLASS_FACTS
+from hairline.errors import ConfigError
+
+__all__ = ["Report", "check_experiment", "check_service"]
+
+# How a check reports a problem: (field path, what is wrong, the fix).
+Report = Callable[[tuple[str, ...], str, str], None]
+
+
+def check_service(service: ServiceConfig, svc: Report) -> None:
+    """The service's rules; ``svc`` gets each problem at its field path within the service."""
+    fields = _template_fields(service.start)
+    for name, word in fields:
+        if name not in START_PLACEHOLDERS:
+            svc(
+                ("start",),
+                f"unknown placeholder {{{name}}} in {word!r}",
+                f"use only {', '.join('{' + p + '}' for p in START_PLACEHOLDERS)}; "
+                "write {{ and }} for literal braces",
+            )
+    uses_artifact = any(n == "artifact" for n, _ in fields)
+    if uses_artifact and service.build.command is None and service.build.artifact is None:
+        svc(
+            ("start",),
+            "{artifact} is used but the service has no [service.build]",
+            'add [service.build] with command = "..." and artifact = "path/it/produces"',
+        )
+    if service.build.command is not None and service.build.artifact is None:
+        svc(("build", "artifact"), "a build command needs an artifact", 'add artifact = "..."')
+    for key in ("health", "warm", "metrics_path"):
+        value = getattr(service, key)
+        if value is not None and not value.startswith("/"):
+            svc((key,), f"{value!r} is not a path", f'write it as a path, e.g. "/{value}"')
+    known = [*BUILTIN_DIRECTIONS, *(f"{c}_per_request" for c in service.counters)]
+    for metric, mc in service.metrics.items():
+        # name[endpoint]_per_request is the per-endpoint form of a counter's metric.
+        if re.sub(r"\[[^\]]*\]", "", metric) not in known:
+            close = difflib.get_close_matches(metric, known, n=1)
+            svc(
+                ("metrics", metric),
+                f"no metric {metric!r} is measured",
+                f"did you mean {close[0]!r}?" if close else
+                f"use one of {', '.join(known)} (a counter's metric is <counter>_per_request "
+                "for a counter listed in counters)",
+            )  # fmt: skip
+        try:
+            parse_threshold(mc.threshold)
+        except ConfigError as err:
+            svc(("metrics", metric, "threshold"), err.message, err.hint or "")
+        if mc.direction is not None and mc.direction.lower() not in DIRECTIONS:
+            svc(
+                ("metrics", metric, "direction"),
+                f"{mc.direction!r} is not a direction",
+                "use higher-is-worse (latency, CPU) or lower-is-worse (throughput)",
+            )
+
+
+def check_experiment(config: ExperimentConfig, path: Path, exp: Report) -> None:
+    """The experiment file's rules (``path`` is the file, for the paths it names)."""
+    here = path.parent
+    _check_hardware_mode(config, exp)
+    if not (here / config.trace).is_file():
+        exp(("trace",), f"{config.trace!r}: no such file", "give the path relative to this file")
+    if len(config.arms) < 2:
+        exp(("arms",), f"{len(config.arms)} arm(s); an experiment compares at least two",
+            "add [arms.A] (baseline) and [arms.B] (candidate)")  # fmt: skip
+    for name, arm in config.arms.items():
+        if not re.match(NAME_PATTERN, name):
+            exp(("arms", name), f"arm name {name!r}", "use letters, digits, '.', '_' or '-'")
+        if arm.path is not None and arm.git is not None:
+            exp(("arms", name), "both path and git are set", "give one source per arm")
+        if arm.repo is not None and arm.git is None:
+            exp(("arms", name, "repo"), "repo without git", 'add git = "REVISION" or drop repo')
+        if arm.path is not None and not (here / arm.path).is_dir():
+            exp(("arms", name, "path"), f"{arm.path!r}: no such folder",
+                "give a folder relative to this file")  # fmt: skip
+        if arm.git is not None and not (here / (arm.repo or ".")).is_dir():
+            exp(("arms", name, "repo"), f"{arm.repo!r}: no such folder",
+                "give the git repository's folder")  # fmt: skip
+        has_source = arm.path is not None or arm.git is not None
+        if config.service.build.command is not None and not has_source:
+            exp(("arms", name), "the service has a build but this arm has no source",
+                'add path = "FOLDER" or git = "REVISION"')  # fmt: skip
+    if config.baseline is not None and config.baseline not in config.arms:
+        exp(("baseline",), f"{config.baseline!r} is not an arm",
+            f"use one of {', '.join(config.arms)}")  # fmt: skip
+    else:
+        _check_arm_baselines(config, exp)
+
+
+def _check_arm_baselines(config: ExperimentConfig, exp: Report) -> None:
+    """Every ``[arms.X] baseline`` names another arm, and following them from any arm
+    leads to the experiment's baseline (no arm is compared with itself, no cycle)."""
+    root = config.baseline_arm
+    for name, arm in config.arms.items():
+        if arm.baseline is None:
+            continue
+        others = [a for a in config.arms if a != name]
+        if name == root:
+            fix = "drop this line"
+            if others:
+                fix += f", or make another arm the baseline: baseline = {others[0]!r} at the top"
+            message = f"{name!r} is the experiment's baseline, so it is compared with nothing"
+            exp(("arms", name, "baseline"), message, fix)
+        elif arm.baseline == name:
+            exp(("arms", name, "baseline"), "an arm cannot be its own baseline",
+                f"use one of {', '.join(others)}")  # fmt: skip
+        elif arm.baseline not in config.arms:
+            exp(("arms", name, "baseline"), f"{arm.baseline!r} is not an arm",
+                f"use one of {', '.join(others)}")  # fmt: skip
+    for name in config.arms:
+        seen = [name]
+        current = name
+        while current != root:
+            named = config.arms[current].baseline
+            nxt = root if named is None else named
+            if nxt not in config.arms or nxt == current:
+                break  # reported above
+            if nxt in seen:
+                cycle = " -> ".join([*seen[seen.index(nxt) :], nxt])
+                exp(("arms", name, "baseline"),
+                    f"the baselines go round in a circle ({cycle}) and never reach "
+                    f"the experiment's baseline {root!r}",
+                    f"compare one of these arms with {root!r}")  # fmt: skip
+                return
+            seen.append(nxt)
+            current = nxt
+
+
+_SAME_BUILD = ("path", "git", "repo", "args", "env")
+
+
+def _check_hardware_mode(config: ExperimentConfig, exp: Report) -> None:
+    """Hardware mode: every arm names its host class, by the same facts, each a different
+    class, all running one build; outside it no arm names a host class."""
+    if config.design.mode != "hardware":
+        for name, arm in config.arms.items():
+            if arm.hosts is not None:
+                exp(("arms", name, "hosts"), "a host class is only for hardware mode",
+                    'set [design] mode = "hardware" to compare machines, or drop it')  # fmt: skip
+        return
+    base_name = config.baseline_arm
+    base = config.arms.get(base_name)
+    classes: dict[str, dict[str, str]] = {}
+    for name, arm in config.arms.items():
+        facts = arm.hosts.facts() if arm.hosts is not None else {}
+        if not facts:
+            exp(("arms", name, "hosts"), "hardware mode needs each arm's host class",
+                f'add hosts = {{ cpu_model = "..." }} (or {", ".join(HOST_CLASS_FACTS[:-1])} '
+                "or turbo) to say which machines this arm is")  # fmt: skip
+            continue
+        classes[name] = facts
+        for field in _SAME_BUILD:
+            if base is None or name == base_name or getattr(arm, field) == getattr(base, field):
+                continue
+            exp(("arms", name, field), "hardware mode runs one build on every arm",
+                f"give {field} as in arms.{base_name}, or drop it")  # fmt: skip
+    named = {name: sorted(facts) for name, facts in classes.items()}
+    first = next(iter(named.items()), None)
+    for name, keys in named.items():
+        if first is not None and keys != first[1]:
+            exp(("arms", name, "hosts"),
+                f"names {', '.join(keys)}; arms.{first[0]}.hosts names {', '.join(first[1])}",
+                "name the same facts in every arm: they are to be the only difference")  # fmt: skip
+    seen: dict[tuple[tuple[str, str], ...], str] = {}
+    for name, facts in classes.items():
+        key = tuple(sorted(facts.items()))
+        if key in seen:
+            exp(("arms", name, "hosts"), f"the same host class as arms.{seen[key]}",
+                "give each arm a different class: the arms are what is compared")  # fmt: skip
+        seen.setdefault(key, name)
+
+
+def _template_fields(template: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for word in template.split():
+        try:
+            parsed = list(string.Formatter().parse(word))
+        except ValueError:
+            out.append(("unbalanced braces", word))
+            continue
+        out.extend((name, word) for _, name, _, _ in parsed if name is not None)
+    return out

@@ -1,0 +1,160 @@
+"""An experiment file's models: the service (build, start, health, metrics), the arms, and
+the experiment that holds them with the lab's sections; an arm's start command.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pydantic import Field
+
+from hairline.config.policy import (
+    BUILTIN_DIRECTIONS,
+    DIRECTIONS,
+    MetricPolicy,
+    builtin_direction,
+    parse_threshold,
+)
+from hairline.config.sections import (
+    AnalysisConfig,
+    DesignConfig,
+    HostClassConfig,
+    HostsConfig,
+    LoadConfig,
+    TomlModel,
+)
+
+__all__ = [
+    "NAME_PATTERN",
+    "START_PLACEHOLDERS",
+    "ArmConfig",
+    "BuildConfig",
+    "ExperimentConfig",
+    "MetricConfig",
+    "ServiceConfig",
+    "start_command",
+]
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+# {host}: the address the service must listen on (127.0.0.1 locally, the Ray node's IP on
+# the ray backend).
+START_PLACEHOLDERS = ("port", "host", "artifact", "cpus", "engine", "workdir", "arm")
+
+
+class MetricConfig(TomlModel):
+    """``[metrics.NAME]``: the smallest change that matters and which way is worse."""
+
+    threshold: str = "1%"
+    # Default: the built-in metric's own direction (BUILTIN_DIRECTIONS), else higher-is-worse.
+    direction: str | None = None
+
+    def policy(self, metric: str = "") -> MetricPolicy:
+        direction = (
+            DIRECTIONS[self.direction.lower()]
+            if self.direction is not None
+            else builtin_direction(metric)
+        )
+        return MetricPolicy(threshold=parse_threshold(self.threshold), direction=direction)
+
+
+class BuildConfig(TomlModel):
+    """``[service.build]``: a shell command run in a copy of the arm's source tree."""
+
+    command: str | None = None
+    artifact: str | None = None
+    timeout_s: float = Field(default=1800.0, gt=0)
+
+
+class ServiceConfig(TomlModel):
+    """How to build, start, health-check and measure one program."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    start: str = Field(min_length=1)
+    health: str = "/healthz"
+    health_timeout_s: float = Field(default=30.0, gt=0)
+    warm: str | None = None
+    warm_timeout_s: float = Field(default=60.0, gt=0)
+    metrics_path: str | None = None
+    counters: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    build: BuildConfig = Field(default_factory=BuildConfig)
+    metrics: dict[str, MetricConfig] = Field(default_factory=dict)
+    # A batch in which an arm answered more than this fraction of requests with errors is
+    # spoiled and run again (the arm is overloaded or broken; its CPU is not comparable).
+    max_error_rate: float = Field(default=0.01, ge=0, le=1)
+    # Where the service file was read from; start and build paths are relative to it.
+    root: str = "."
+
+
+class ArmConfig(TomlModel):
+    """``[arms.NAME]``: one version under test: a folder or a git revision, plus its
+    own start arguments and environment (a configuration change is an arm too)."""
+
+    path: str | None = None
+    git: str | None = None
+    repo: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    # Hardware mode only: the host class this arm runs on (the arms share one build).
+    hosts: HostClassConfig | None = None
+    # The arm this one is compared with (default: the experiment's baseline). A
+    # three-sided experiment (ServiceLab section 3.5) compares the change with its parent
+    # and the parent with production: [arms.change] baseline = "parent".
+    baseline: str | None = None
+
+
+class ExperimentConfig(TomlModel):
+    """An experiment file, with every path made absolute and the service file read in."""
+
+    service: ServiceConfig
+    trace: str
+    arms: dict[str, ArmConfig]
+    baseline: str | None = None
+    team: str = Field(default="default", pattern=NAME_PATTERN)
+    # Higher is claimed first; among equal priorities, the team furthest below its quota.
+    priority: int = Field(default=0, ge=-1000, le=1000)
+    load: LoadConfig
+    design: DesignConfig = Field(default_factory=DesignConfig)
+    analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    hosts: HostsConfig = Field(default_factory=HostsConfig)
+    # The file this came from (for messages); not part of what the experiment does.
+    source: str = ""
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.baseline or next(iter(self.arms))
+
+    @property
+    def comparisons(self) -> dict[str, str]:
+        """Each candidate arm and the arm it is compared with, in the file's arm order."""
+        root = self.baseline_arm
+        return {name: arm.baseline or root for name, arm in self.arms.items() if name != root}
+
+    def policies(self) -> dict[str, MetricPolicy]:
+        """Every metric's policy: the service file's, and for the built-in metrics it does
+        not name, the default threshold in the metric's own direction."""
+        named = {name: metric.policy(name) for name, metric in self.service.metrics.items()}
+        builtin = {
+            name: MetricPolicy(direction=direction)
+            for name, direction in BUILTIN_DIRECTIONS.items()
+            if direction != "higher-is-worse"
+        }
+        return builtin | named
+
+    def as_aa(self) -> ExperimentConfig:
+        """The A/A form: every arm is the baseline (same build, same arguments)."""
+        base = self.arms[self.baseline_arm]
+        # The same comparisons as the A/B, so an A/A checks the pairs the A/B will judge.
+        arms = {
+            name: base.model_copy(update={"baseline": arm.baseline})
+            for name, arm in self.arms.items()
+        }
+        return self.model_copy(update={"arms": arms})
+
+
+def start_command(service: ServiceConfig, arm: ArmConfig, values: dict[str, str]) -> list[str]:
+    """The start command's words for one arm, placeholders filled, the arm's args appended.
+
+    The template is split into words first, so a filled-in path with spaces stays one word.
+    """
+    return [*(word.format(**values) for word in shlex.split(service.start)), *arm.args]

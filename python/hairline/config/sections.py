@@ -1,0 +1,115 @@
+"""The lab's sections of an experiment file: ``[load]``, ``[design]``, ``[analysis]``,
+``[hosts]``, and the host class an arm names in hardware mode.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "HOST_CLASS_FACTS",
+    "AnalysisConfig",
+    "DesignConfig",
+    "HostClassConfig",
+    "HostsConfig",
+    "LoadConfig",
+    "TomlModel",
+]
+
+
+class TomlModel(BaseModel):
+    """A table of a TOML file: an unknown field is an error, and values never change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# The facts a hardware-mode arm may ask of its host (hosts/similar.py's ARM_FACTS).
+HOST_CLASS_FACTS = ("server_type", "cpu_arch", "cpu_model", "kernel", "turbo")
+
+
+class HostClassConfig(TomlModel):
+    """``[arms.NAME] hosts = { cpu_model = "..." }``: in hardware mode, the machines this
+    arm is (ServiceLab section 2); every fact not named here matches between the arms."""
+
+    server_type: str | None = Field(default=None, min_length=1)
+    cpu_arch: str | None = Field(default=None, min_length=1)
+    cpu_model: str | None = Field(default=None, min_length=1)
+    kernel: str | None = Field(default=None, min_length=1)
+    turbo: Literal["on", "off"] | None = None
+
+    def facts(self) -> dict[str, str]:
+        """The named facts, by host column name."""
+        return {k: v for k in HOST_CLASS_FACTS if (v := getattr(self, k)) is not None}
+
+
+class HostsConfig(TomlModel):
+    """``[hosts]``: how nearly identical an experiment's machines must be (docs/hosts.md).
+    ``max_cov``: a CPU model or kernel whose coefficient of variation in the service's
+    past A/A runs is above this is avoided; "off" never avoids."""
+
+    max_cov: float | Literal["off"] = 0.05
+
+    @field_validator("max_cov", mode="before")
+    @classmethod
+    def _cov_in_range(cls, value: object) -> object:
+        if value == "off" or (isinstance(value, int | float) and 0 < value <= 10):
+            return value
+        raise ValueError(f'{value!r}: max_cov is a fraction above 0 (0.05 for 5%), or "off"')
+
+    @property
+    def cov_limit(self) -> float | None:
+        return None if self.max_cov == "off" else float(self.max_cov)
+
+
+class LoadConfig(TomlModel):
+    """``[load]``. Without ``rate_per_s`` the lab calibrates it: a short ramp on the
+    baseline finds the rate at which the arm's CPUs are ``target_utilization`` busy
+    (docs/lab.md, "Calibrated load")."""
+
+    rate_per_s: float | None = Field(default=None, gt=0)
+    target_utilization: float = Field(default=0.6, gt=0, le=1)
+    duration_s: float = Field(gt=0)
+    warmup_rate_per_s: float | None = Field(default=None, gt=0)
+    warmup_duration_s: float = Field(default=2.0, ge=0)
+
+
+class DesignConfig(TomlModel):
+    """``[design]``. ``trials = "auto"`` runs trials until the verdict of every metric in
+    ``decide_on`` is settled at its threshold, or ``max_trials`` (docs/stats.md,
+    "Sequential trials")."""
+
+    name: Literal["fully-balanced", "request-balanced"] = "fully-balanced"
+    trials: int | Literal["auto"] = Field(default=7)
+    max_trials: int = Field(default=15, ge=3, le=1000)
+    decide_on: list[str] = Field(default_factory=lambda: ["cpu_ns_per_request"], min_length=1)
+    max_batch_attempts: int = Field(default=3, ge=1, le=20)
+    # "efficiency": the arms are builds, compared on alike hosts (swapped between batches).
+    # "hardware": one build; the arms are host classes (``[arms.X] hosts``), each arm stays
+    # on its host and the verdict compares the hardware (ServiceLab section 2).
+    mode: Literal["efficiency", "hardware"] = "efficiency"
+
+    @field_validator("trials", mode="before")
+    @classmethod
+    def _trials_in_range(cls, value: object) -> object:
+        # One message for both forms, instead of one per member of the union.
+        if value == "auto" or (type(value) is int and 1 <= value <= 1000):
+            return value
+        raise ValueError(f'{value!r}: trials is a whole number from 1 to 1000, or "auto"')
+
+    @property
+    def sequential(self) -> bool:
+        return self.trials == "auto"
+
+    @property
+    def planned_trials(self) -> int:
+        """The trials to make room for: all of them, or at most ``max_trials``."""
+        return self.max_trials if self.trials == "auto" else int(self.trials)
+
+
+class AnalysisConfig(TomlModel):
+    model: str = "adaptive"
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    correction: Literal["none", "holm", "bh"] = "none"
+    seed: int = 0
