@@ -1,0 +1,45 @@
+"""What every experiment report renders: one experiment as the lab's database knows it.
+
+``model``: the :class:`ExperimentReport` the lab builds (metadata, arms, hosts, the analysis
+and the observations) and the renderers read; ``trials``: per metric, arm and trial, the
+values the verdict stands on; ``notes``: hosts that differ, hardware mode, failed load gates;
+``text``: the headline and the words every renderer shares; ``contract``: the JSON contract.
+Everything here is pure: no I/O, no clock.
+"""
+
+from hairline.report.context.contract import JSON_SCHEMA, analysis_json, experiment_json
+from hairline.report.context.model import ArmReport, ExperimentReport, HostReport
+from hairline.report.context.notes import host_notes, load_notes
+from hairline.report.context.text import (
+    Headline,
+    Status,
+    comparison_text,
+    deciding_text,
+    effect_text,
+    headline,
+    number_text,
+    threshold_text,
+)
+from hairline.report.context.trials import MetricTrials, TrialValue, metric_trials
+
+__all__ = [
+    "JSON_SCHEMA",
+    "ArmReport",
+    "ExperimentReport",
+    "Headline",
+    "HostReport",
+    "MetricTrials",
+    "Status",
+    "TrialValue",
+    "analysis_json",
+    "comparison_text",
+    "deciding_text",
+    "effect_text",
+    "experiment_json",
+    "headline",
+    "host_notes",
+    "load_notes",
+    "metric_trials",
+    "number_text",
+    "threshold_text",
+]

@@ -1,0 +1,94 @@
+"""What every experiment report renders: one experiment as the lab's database knows it.
+
+The lab builds an :class:`ExperimentReport` (metadata, arms, hosts, the analysis and the
+observations, each possibly absent while an experiment runs or after it failed); the
+terminal, Markdown, HTML and JSON renderers read nothing else. Everything in
+``hairline.report.context`` is pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from hairline.lab.analysis import Analysis
+from hairline.store.observations import Observations
+
+__all__ = ["ArmReport", "ExperimentReport", "HostReport"]
+
+
+@dataclass(frozen=True)
+class ArmReport:
+    name: str  # "A", "B", ...
+    source: str  # human description: "path /x/y", "git 1a2b3c4 (main)", "same as A"
+    build_key: str | None  # content hash of the build, None if nothing was built
+    build_cached: bool | None  # True when the build came from the cache
+    build_log: Path | None
+    # What the arm adds to the service's start command and environment: two arms that
+    # differ only here (a flag, a setting) must not look identical in a report.
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    # The arm this one is compared with; None for the experiment's baseline.
+    baseline: str | None = None
+
+    @property
+    def setup(self) -> str:
+        """``args --flag x; env LEVEL=9``, or "" when the arm adds nothing."""
+        parts = []
+        if self.args:
+            parts.append("args " + shlex.join(self.args))
+        if self.env:
+            parts.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env))
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class HostReport:
+    host: int  # host index used in observations
+    cpus: tuple[int, ...]
+    facts: dict[str, str]  # region, server_type, cpu_model, arch, kernel, turbo, ...
+    name: str = ""  # the inventory's name: "machine/cpu2" locally, the node's elsewhere
+    address: str | None = None  # where its arms were reached (None for local CPU sets)
+
+    @property
+    def where(self) -> str:
+        """``node3 at 10.0.0.3, CPUs 0-3``: the host as a reader finds it again."""
+        cpus = ",".join(str(c) for c in self.cpus) or "none"
+        name = f"{self.name} " if self.name else ""
+        at = f"at {self.address}, " if self.address else ""
+        return f"{name}{at}CPUs {cpus}"
+
+
+@dataclass(frozen=True)
+class ExperimentReport:
+    experiment_id: int
+    service: str
+    kind: Literal["ab", "aa"]
+    phase: str  # queued|building|allocating|running|analyzing|done|failed|cancelled
+    failure: str | None  # the reason when phase == "failed"
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    design: str  # e.g. "fully-balanced"
+    trials: int
+    trials_done: int
+    rate_per_s: float
+    duration_s: float
+    model: str  # "adaptive" or a model name
+    arms: tuple[ArmReport, ...]
+    hosts: tuple[HostReport, ...]
+    analysis: Analysis | None  # None until analysed / when failed
+    observations: Observations | None  # None when nothing measured
+    html_path: Path | None = None  # where the HTML report was written, if any
+    notes: tuple[str, ...] = ()  # about the measurement itself, e.g. failed load gates
+    # "hardware": one build, the arms are host classes and the verdict compares them.
+    mode: str = "efficiency"
+
+    @property
+    def chained(self) -> bool:
+        """Whether arms are compared with different baselines (a three-sided experiment),
+        so that each arm's line names the arm it is compared with."""
+        return len({a.baseline for a in self.arms if a.baseline is not None}) > 1

@@ -1,0 +1,71 @@
+"""What a reader must know beside the verdict: hosts that differ, hardware mode, and the
+engine's load gates that failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hairline.hosts.similar import mismatches
+from hairline.report.context.model import HostReport
+
+__all__ = ["host_notes", "load_notes"]
+
+
+def host_notes(
+    hosts: tuple[HostReport, ...], *, arm_classes: Mapping[str, Mapping[str, str]] | None = None
+) -> tuple[str, ...]:
+    """What a reader must know about the hosts: in hardware mode, that the arms are host
+    classes and the verdict compares the hardware; and any fact on which the hosts differ
+    beyond that (ServiceLab section 4.1: results compare only between nearly identical
+    machines). Local CPU sets of one machine match by construction."""
+    notes = []
+    compared: set[str] = set()
+    if arm_classes:
+        compared = {k for facts in arm_classes.values() for k in facts}
+        classes = "; ".join(
+            f"{arm}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in facts.items())
+            for arm, facts in arm_classes.items()
+        )
+        notes.append(
+            f"hardware mode: one build on every arm; the arms are host classes ({classes}), "
+            "each on its own host in every batch, so the verdict compares the hardware"
+        )
+    differ = mismatches([h.facts for h in hosts], expected=compared)
+    if differ:
+        listed = "; ".join(
+            f"{fact.replace('_', ' ')} "
+            + ", ".join(f"{v} (host {h.host})" for h, v in zip(hosts, values, strict=True))
+            for fact, values in differ.items()
+        )
+        notes.append(
+            f"WARNING: the experiment's hosts differ in {listed}: a difference between arms "
+            "may come from the hosts (the fully balanced design's swap cancels a fixed one)"
+        )
+    return tuple(notes)
+
+
+def load_notes(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+    """One note per validity gate of the engine that failed in any batch.
+
+    ``summaries`` maps a batch's name (``t0b1``) to the engine's summary JSON of its
+    measurement. The measurements are kept either way; the note says how far the load
+    was from what was asked, so a reader can judge the verdict.
+    """
+    failed: dict[str, list[tuple[float, str, str]]] = {}
+    for batch, summary in summaries.items():
+        for gate in summary.get("gates") or ():
+            if not gate.get("passed", True):
+                value = float(gate.get("value") or 0.0)
+                failed.setdefault(str(gate.get("name")), []).append(
+                    (value, batch, str(gate.get("detail", "")))
+                )
+    notes = []
+    for name, hits in sorted(failed.items()):
+        value, batch, detail = max(hits)
+        notes.append(
+            f"load gate {name} failed in {len(hits)} of {len(summaries)} batches "
+            f"(worst {batch}: {detail}); the measurements are kept"
+        )
+    return tuple(notes)
