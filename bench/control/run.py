@@ -497,8 +497,10 @@ def main(argv: list[str]) -> int:
         f"CPU per claim: processors {python_cpu_ms:.1f} ms, PostgreSQL {pg_cpu_ms:.1f} ms; "
         f"other work on the machine meanwhile: {others_cores:.2f} of {os.cpu_count()} CPUs"
     )
-    print(f"allocations that overlapped another of the same team (one waits for the "
-          f"other's quota lock): {overlapping} of {len(alloc_ms)}")
+    print(
+        f"allocations that overlapped another of the same team (one waits for the "
+        f"other's quota lock): {overlapping} of {len(alloc_ms)}"
+    )
     print(f"allocation decision: p50 {p50:.1f} ms, p90 {percentile(alloc_ms, 0.9):.1f} ms, "
           f"p99 {p99:.1f} ms, max {max(alloc_ms):.1f} ms over {len(alloc_ms)} "
           f"(goal p99 <= {GOAL_P99_MS:.0f} ms)")  # fmt: skip
