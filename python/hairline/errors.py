@@ -7,7 +7,8 @@
     ├── ArmFailed            an arm did not start, or never became healthy
     ├── BuildFailed          a build failed, timed out or made no artifact (names its log)
     ├── HostsUnavailable     an experiment can never get its hosts here
-    └── CalibrationFailed    no replay rate kept the baseline's load valid
+    ├── CalibrationFailed    no replay rate kept the baseline's load valid
+    └── NodeLost             a foreground agent's Ray node stopped by itself
 
 The CLI prints these without a traceback and exits with status 2. Anything else is a bug.
 Control flow inside the lab (a lost lease, a cancel, a trial left out) is not in this
@@ -25,6 +26,7 @@ __all__ = [
     "EngineError",
     "HairlineError",
     "HostsUnavailable",
+    "NodeLost",
 ]
 
 
@@ -68,3 +70,8 @@ class HostsUnavailable(HairlineError):
 
 class CalibrationFailed(HairlineError):
     """No replay rate kept the baseline's load valid."""
+
+
+class NodeLost(HairlineError):
+    """The Ray node a foreground agent waited on stopped by itself (its daemons died, its
+    head went away); the agent exits so that its supervisor starts it again."""

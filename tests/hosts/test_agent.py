@@ -1,6 +1,7 @@
 """The agent's pure parts: CPU lists, the node's labels and resources, the `ray start`
 command, and Ray's token checked before anything starts. Starting real nodes is
-tests/lab/test_ray_e2e.py's (its cluster fixture is `hairline agent start`)."""
+tests/lab/test_ray_e2e.py's (its cluster fixture is `hairline agent start`) and
+tests/hosts/test_node.py's (`--foreground`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from hairline.cli import main
 from hairline.errors import ConfigError
 from hairline.hosts.agent import (
     AgentSpec,
@@ -131,3 +134,11 @@ def test_authentication_is_off_only_when_asked_and_an_unknown_mode_is_an_error()
     assert ray_environment({"RAY_AUTH_MODE": "disabled"})["RAY_AUTH_MODE"] == "disabled"
     with pytest.raises(ConfigError, match="RAY_AUTH_MODE='tokens'"):
         ray_environment({"RAY_AUTH_MODE": "tokens"})
+
+
+def test_a_heartbeat_is_for_an_agent_that_stays_in_the_foreground() -> None:
+    result = CliRunner().invoke(
+        main, ["agent", "start", "--address", "10.0.0.1:6379", "--heartbeat-s", "5"]
+    )
+    assert result.exit_code == 2
+    assert "--heartbeat-s is for an agent that stays: add --foreground" in result.output

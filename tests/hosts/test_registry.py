@@ -16,6 +16,7 @@ from hairline.hosts.facts import HostFacts
 from hairline.hosts.inventory import Allocation, allocate, ensure_local_hosts
 from hairline.hosts.registry import (
     disable_hosts,
+    mark_seen,
     mark_unhealthy,
     ray_hosts,
     register_host,
@@ -144,3 +145,13 @@ def test_a_lapsed_allocation_does_not_keep_an_agent_from_leaving(store: Store) -
     assert isinstance(got, Allocation)
     clock.now += 60
     assert disable_hosts(store, ["a"], clock=clock) == ["a"]
+
+
+def test_a_foreground_agents_heartbeat_moves_its_hosts_last_seen_on(store: Store) -> None:
+    clock = Clock()
+    register(store, "m1", clock=clock)
+    register(store, "m2", clock=clock)
+    clock.now = 1_030.0
+    assert mark_seen(store, ["m1", "gone"], clock=clock) == 1
+    seen = {h["name"]: h["last_seen_at"] for h in ray_hosts(store)}
+    assert seen == {"m1": 1_030.0, "m2": 1_000.0}

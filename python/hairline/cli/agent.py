@@ -3,34 +3,50 @@
 The database URL comes from ``--db``, ``$HAIRLINE_DB`` or the private file
 ``$HAIRLINE_DB_FILE`` names (better on a shared machine: a command line is visible to
 every user); Ray's token from ``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH``.
+
+``agent start --foreground`` is the same start for a supervisor (systemd, a Kubernetes
+pod): a flag rather than a command of its own (``agent run``) because every option and
+everything it does is ``agent start``'s; only who waits on the node differs. It stays
+while the node runs, keeps its hosts' ``last_seen_at`` fresh, leaves on SIGTERM or Ctrl-C
+as ``agent stop --force`` would (exit 0), and exits 2 when the node stops by itself, its
+hosts marked unhealthy, so that the supervisor starts it again.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import threading
 from pathlib import Path
+from types import FrameType
 
 import click
+from rich.console import Console
 
 from hairline.cli._base import console, main
-from hairline.errors import ConfigError, HairlineError
+from hairline.errors import ConfigError, NodeLost
 from hairline.hosts.agent import (
     AgentSpec,
-    NodeState,
     local_ip_towards,
     parse_cpu_list,
     server_type,
-    start_node,
-    stop_node,
 )
 from hairline.hosts.facts import probe_facts
-from hairline.hosts.registry import disable_hosts, register_host
-from hairline.store.db import open_store
+from hairline.hosts.node import NodeEnded, NodeState, StartedNode, start_node, stop_node, watch_node
+from hairline.hosts.registry import (
+    Registered,
+    disable_hosts,
+    mark_seen,
+    mark_unhealthy,
+    register_host,
+)
+from hairline.store.db import Store, open_store
 
 _DEFAULT_HOME = Path.home() / ".hairline-agent"
 _DB_HELP = "Database URL (default $HAIRLINE_DB, or the URL in the file $HAIRLINE_DB_FILE)."
+_HEARTBEAT_S = 30.0
 
 
 @main.group()
@@ -79,7 +95,16 @@ def _default_cpus(
               show_default=True, help="The agent's state, logs and artifact cache.")  # fmt: skip
 @click.option("--ray-temp-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Ray's session folder (default: /tmp/hl-ray-UID/NAME; short).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print what was started as JSON.")
+@click.option("--foreground", is_flag=True,
+              help="Stay while the node runs, for a supervisor (systemd, a Kubernetes pod): "
+              "SIGTERM or Ctrl-C disables the hosts and stops the node (exit 0); the node "
+              "stopping by itself exits 2 (docs/scale-out.md).")  # fmt: skip
+@click.option("--heartbeat-s", type=click.FloatRange(0.1), default=None, metavar="SECONDS",
+              help=f"With --foreground: how often the hosts' last_seen_at is written "
+              f"(default {_HEARTBEAT_S:g}).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True,
+              help="Print what was started as JSON (with --foreground: one line, and one "
+              "more when it leaves).")  # fmt: skip
 def start(
     head_address: str | None,
     head: bool,
@@ -93,18 +118,26 @@ def start(
     db_url: str | None,
     home: Path,
     ray_temp_dir: Path | None,
+    foreground: bool,
+    heartbeat_s: float | None,
     as_json: bool,
 ) -> None:
     """Start this machine's Ray node and register its hosts (or, with --head, a head).
 
     A host that was marked unhealthy (its node died mid-trial) is healthy again once its
-    agent registers it here.
+    agent registers it here. With --foreground the command stays until SIGTERM or Ctrl-C
+    (exit 0) or until the node stops by itself (exit 2).
     """
     out = console()
     if head == (head_address is not None):
         raise ConfigError(
             "give exactly one of --address HOST:PORT (join a head) and --head (start one)",
             hint="e.g. hairline agent start --address 10.0.0.1:6379",
+        )
+    if heartbeat_s is not None and not foreground:
+        raise ConfigError(
+            "--heartbeat-s is for an agent that stays: add --foreground",
+            hint="hairline agent start --foreground --heartbeat-s 30 ...",
         )
     host_cpus = tuple(parse_cpu_list(c, flag="--cpus") for c in cpus_text)
     housekeeping = (
@@ -130,61 +163,185 @@ def start(
     )
     store = None if head else open_store(db_url)
     try:
-        state = start_node(spec, facts)
-        registered = []
-        if store is not None:
+        try:
+            node = start_node(spec, facts, foreground=foreground)
             try:
-                for host, cpus in zip(spec.hosts, spec.host_cpus, strict=True):
-                    registered.append(
-                        register_host(
-                            store,
-                            name=host,
-                            address=spec.node_ip,
-                            cpus=cpus,
-                            facts=probe_facts(cpus),
-                            region=region,
-                            server_type=spec.server_type,
-                        )
-                    )
-            except HairlineError:
-                stop_node(state)
+                registered = _register(store, spec) if store is not None else []
+                # From here on SIGTERM and Ctrl-C ask a foreground agent to leave (_stay).
+                stop = _stop_requests() if foreground else None
+            except BaseException:
+                _stop(node, spec)
                 raise
+        except KeyboardInterrupt:
+            if not foreground:
+                raise
+            # A supervisor that stops the agent while it starts gets a clean exit too.
+            out.print(f"{spec.name}: stopped before its node was up; nothing left running")
+            return
+        _print_started(out, spec, node.state, registered, warning, head=head,
+                       as_json=as_json, foreground=foreground)  # fmt: skip
+        if stop is not None:
+            # The agent's own polling stays off the CPUs under test, like Ray's daemons.
+            os.sched_setaffinity(0, spec.housekeeping_cpus)
+            _stay(node, spec, registered, store, stop, heartbeat_s or _HEARTBEAT_S, out, as_json)
     finally:
         if store is not None:
             store.close()
+
+
+def _register(store: Store, spec: AgentSpec) -> list[Registered]:
+    registered = []
+    for host, cpus in zip(spec.hosts, spec.host_cpus, strict=True):
+        one = register_host(
+            store, name=host, address=spec.node_ip, cpus=cpus, facts=probe_facts(cpus),
+            region=spec.region, server_type=spec.server_type,
+        )  # fmt: skip
+        registered.append(one)
+    return registered
+
+
+def _stop(node: StartedNode, spec: AgentSpec, *, grace_s: float = 15.0) -> None:
+    stop_node(node.state, grace_s=grace_s)
+    node.process.wait()
+    node.state.forget(spec.home)
+
+
+def _print_started(
+    out: Console,
+    spec: AgentSpec,
+    state: NodeState,
+    registered: list[Registered],
+    warning: str | None,
+    *,
+    head: bool,
+    as_json: bool,
+    foreground: bool,
+) -> None:
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "name": spec.name,
-                    "head": head,
-                    "address": state.head_address,
-                    "node_ip": spec.node_ip,
-                    "pid": state.pid,
-                    "log": state.log,
-                    "housekeeping_cpus": list(housekeeping),
-                    "hosts": [
-                        {"name": r.name, "id": r.id, "cpus": list(c), "revived": r.revived}
-                        for r, c in zip(registered, spec.host_cpus, strict=False)
-                    ],
-                    "warning": warning,
-                },
-                indent=2,
-            )
-        )
+        document = {
+            "name": spec.name,
+            "head": head,
+            "address": state.head_address,
+            "node_ip": spec.node_ip,
+            "pid": state.pid,
+            "log": state.log,
+            "housekeeping_cpus": list(spec.housekeeping_cpus),
+            "hosts": [
+                {"name": r.name, "id": r.id, "cpus": list(c), "revived": r.revived}
+                for r, c in zip(registered, spec.host_cpus, strict=False)
+            ],
+            "warning": warning,
+            "foreground": foreground,
+        }
+        # A supervisor's journal keeps lines: one document per line there.
+        click.echo(json.dumps(document, indent=None if foreground else 2))
         return
     if warning:
         out.print(f"[yellow]warning[/]: {warning}")
     what = "head" if head else "worker node"
     out.print(
         f"Ray {what} {spec.name} started on {spec.node_ip} (daemons on CPUs "
-        f"{list(housekeeping)}; log {state.log})"
+        f"{list(spec.housekeeping_cpus)}; log {state.log})"
     )
     if head:
         out.print(f"join test machines with: hairline agent start --address {state.head_address}")
     for r, cpus in zip(registered, spec.host_cpus, strict=False):
         again = " (healthy again)" if r.revived else ""
-        out.print(f"host {r.name}: CPUs {list(cpus)}, region {region}{again}")
+        out.print(f"host {r.name}: CPUs {list(cpus)}, region {spec.region}{again}")
+    if foreground:
+        out.print("staying in the foreground: SIGTERM or Ctrl-C stops the node and disables "
+                  "its hosts")  # fmt: skip
+
+
+def _stop_requests() -> threading.Event:
+    """An event that SIGTERM and SIGINT set from now on, instead of interrupting."""
+    stop = threading.Event()
+
+    def request_stop(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, request_stop)
+    return stop
+
+
+def _stay(
+    node: StartedNode,
+    spec: AgentSpec,
+    registered: list[Registered],
+    store: Store | None,
+    stop: threading.Event,
+    heartbeat_s: float,
+    out: Console,
+    as_json: bool,
+) -> None:
+    """Wait on the node; leave once ``stop`` is set, or raise :class:`NodeLost`."""
+
+    def heartbeat() -> None:
+        if store is None or not spec.hosts:
+            return
+        try:
+            mark_seen(store, spec.hosts)
+        except Exception as err:  # the database away is no reason to stop a healthy node
+            out.print(f"[yellow]warning[/]: heartbeat not written ({err}); trying again")
+
+    ended = watch_node(node, stop, heartbeat=heartbeat, heartbeat_s=heartbeat_s)
+    # Leaving takes a few seconds (the node drains); a second signal must not cut it short.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)
+    if ended is None:
+        _leave(node, spec, store, out, as_json)
+    else:
+        _lost(node, spec, registered, store, ended)
+
+
+def _leave(
+    node: StartedNode, spec: AgentSpec, store: Store | None, out: Console, as_json: bool
+) -> None:
+    """Asked to stop: as `agent stop --force` (the hosts disabled, then the node stopped)."""
+    disabled: list[str] = []
+    problem = None
+    if store is not None and spec.hosts:
+        try:
+            disabled = disable_hosts(store, spec.hosts, force=True)
+        except Exception as err:  # stop the node all the same; say what was not done
+            problem = f"hosts not disabled ({err}); a processor marks them unhealthy on use"
+    _stop(node, spec)
+    if as_json:
+        click.echo(json.dumps({"name": spec.name, "stopped": True, "disabled": disabled,
+                               "warning": problem}))  # fmt: skip
+        return
+    if problem:
+        out.print(f"[yellow]warning[/]: {problem}")
+    out.print(
+        f"{spec.name}: Ray node stopped"
+        + (f"; hosts disabled: {', '.join(disabled)}" if disabled else "")
+    )
+
+
+def _lost(
+    node: StartedNode,
+    spec: AgentSpec,
+    registered: list[Registered],
+    store: Store | None,
+    ended: NodeEnded,
+) -> None:
+    reason = f"its Ray node stopped by itself: {ended.how}"
+    marked = "; its hosts are marked unhealthy until the agent registers them again"
+    if store is not None:
+        try:
+            for r in registered:
+                mark_unhealthy(store, r.id, reason)
+        except Exception as err:
+            marked = f"; its hosts could not be marked unhealthy ({err})"
+    _stop(node, spec, grace_s=5.0)
+    tail = f"; the log ({node.state.log}) ends:\n  {ended.log_tail}" if ended.log_tail else ""
+    raise NodeLost(
+        f"{spec.name}: {reason} after {ended.after_s:.0f} s{marked}{tail}",
+        hint="a supervisor starts the agent again (systemd Restart=on-failure, a "
+        "Kubernetes pod; docs/scale-out.md); while the head is away, starting fails until "
+        "it is back",
+    )
 
 
 @agent.command()
@@ -205,6 +362,8 @@ def stop(
     Refused while an experiment holds one of its hosts, unless --force.
     """
     state = NodeState.load(home, name or ("head" if head else socket.gethostname()))
+    # An agent in the foreground leaves by itself when stop_node sends it SIGTERM: it
+    # disables the hosts again (forced) and stops its node, and its supervisor sees exit 0.
     disabled: list[str] = []
     if state.hosts:
         store = open_store(db_url)

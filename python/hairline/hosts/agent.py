@@ -4,9 +4,7 @@
 node that carries them as labels and one custom resource per host
 (``hairline_host_<name>: 1``, so that an arm's actor lands on exactly that host), and then
 registers the hosts in the database (:mod:`hairline.hosts.registry`). The node is
-``ray start --block`` in a session of its own: that process supervises the node's daemons
-(when the raylet dies it kills the rest), and stopping the node is signalling that one
-session, never ``ray stop``, which stops every Ray node of the machine.
+``ray start --block`` in a session of its own (:mod:`hairline.hosts.node`).
 
 Ray's daemons cost about 1% of a CPU per idle node, and more when actors start: they run
 on the housekeeping CPUs (every worker and actor inherits the affinity), and the arms
@@ -15,44 +13,39 @@ move onto their host's CPUs as they start (:class:`~hairline.arms.local.LocalArm
 Ray's token authentication is on unless ``RAY_AUTH_MODE=disabled`` says otherwise; the
 token comes from ``RAY_AUTH_TOKEN``, or the file ``RAY_AUTH_TOKEN_PATH`` names, or Ray's
 default ``~/.ray/auth_token``, and a file others may read is refused.
+
+Starting, stopping and watching the node's processes is :mod:`hairline.hosts.node`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from hairline.arms.remote import AGENT_HOME_VARIABLE
-from hairline.errors import ConfigError, HairlineError
+from hairline.errors import ConfigError
 from hairline.hosts.facts import HostFacts
 from hairline.secretfiles import check_private
 
 __all__ = [
     "AgentSpec",
-    "NodeState",
     "host_names",
+    "label_value",
+    "local_ip_towards",
     "node_labels",
     "parse_cpu_list",
+    "ray_binary",
     "ray_environment",
     "ray_start_command",
     "resource_name",
     "server_type",
-    "start_node",
-    "stop_node",
 ]
-
-_READY_LINE = "Ray runtime started."
 _LABEL_PREFIX = "hairline/"
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
 _RESOURCE_NAME = re.compile(r"[^A-Za-z0-9_]+")
@@ -90,7 +83,7 @@ def resource_name(host: str) -> str:
     return "hairline_host_" + _RESOURCE_NAME.sub("_", host)
 
 
-def _label_value(text: str) -> str:
+def label_value(text: str) -> str:
     """A fact as a Ray (Kubernetes-syntax) label value: at most 63 characters of letters,
     digits, '-', '_' and '.', starting and ending with a letter or digit."""
     value = _LABEL_VALUE.sub("_", text).strip("_.-")[:63].strip("_.-")
@@ -101,7 +94,7 @@ def node_labels(facts: HostFacts, *, region: str, server: str) -> dict[str, str]
     """The node's labels: the facts allocation matches on, for Ray's label selectors and
     for people reading `ray status`. The database keeps the exact values."""
     return {
-        f"{_LABEL_PREFIX}{key}": _label_value(value)
+        f"{_LABEL_PREFIX}{key}": label_value(value)
         for key, value in (
             ("region", region),
             ("server-type", server),
@@ -147,7 +140,7 @@ class AgentSpec:
     @property
     def ray_temp_dir(self) -> Path:
         # Ray's socket paths live under it and must stay below 108 bytes: a short default.
-        return self.temp_dir or Path(f"/tmp/hl-ray-{os.getuid()}") / _label_value(self.name)
+        return self.temp_dir or Path(f"/tmp/hl-ray-{os.getuid()}") / label_value(self.name)
 
 
 def ray_start_command(spec: AgentSpec, facts: HostFacts, *, ray: str = "ray") -> list[str]:
@@ -209,7 +202,7 @@ def ray_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _ray_binary() -> str:
+def ray_binary() -> str:
     beside = Path(sys.executable).with_name("ray")
     if beside.is_file():
         return str(beside)
@@ -231,134 +224,3 @@ def local_ip_towards(address: str) -> str:
             return str(s.getsockname()[0])
         except OSError:
             return "127.0.0.1"
-
-
-@dataclass(frozen=True)
-class NodeState:
-    """A started node, as recorded in the agent's home for ``hairline agent stop``."""
-
-    name: str
-    pid: int
-    node_ip: str
-    head_address: str
-    hosts: list[str] = field(default_factory=list)
-    log: str = ""
-
-    def save(self, home: Path) -> Path:
-        path = _state_path(home, self.name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2))
-        return path
-
-    def forget(self, home: Path) -> None:
-        _state_path(home, self.name).unlink(missing_ok=True)
-
-    @classmethod
-    def load(cls, home: Path, name: str) -> NodeState:
-        path = _state_path(home, name)
-        try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError) as err:
-            raise ConfigError(
-                f"no agent called {name!r} was started from {home} ({err})",
-                hint="pass the --name and --home it was started with",
-            ) from None
-
-
-def _state_path(home: Path, name: str) -> Path:
-    return home / "agents" / f"{_label_value(name)}.json"
-
-
-def _session_pids(sid: int) -> list[int]:
-    """The processes of session ``sid``: the node's supervisor and every daemon it started
-    (workers included; the arms left it with sessions of their own)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[3]) == sid and fields[0] != "Z":
-                    pids.append(int(entry.name))
-    return pids
-
-
-def _signal_all(pids: Sequence[int], signum: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
-
-
-def stop_node(state: NodeState, *, grace_s: float = 15.0) -> bool:
-    """Stop the node: SIGTERM its supervisor (which stops its daemons), then SIGKILL
-    whatever of its session is left after ``grace_s``. True if anything was running."""
-    left = _session_pids(state.pid)
-    if not left:
-        return False
-    _signal_all([state.pid] if state.pid in left else left, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if state.pid not in _session_pids(state.pid):
-            break
-        time.sleep(0.1)
-    # Ray's dashboard and runtime-env agents outlived a supervisor whose head was gone.
-    _signal_all(_session_pids(state.pid), signal.SIGKILL)
-    return True
-
-
-def start_node(
-    spec: AgentSpec,
-    facts: HostFacts,
-    *,
-    environ: Mapping[str, str] | None = None,
-    timeout_s: float = 90.0,
-    on_line: Callable[[str], None] | None = None,
-) -> NodeState:
-    """Start this machine's Ray node (head or worker) and wait until it has joined."""
-    env = ray_environment(environ)
-    # Where the node's actors keep arm logs and shipped artifacts.
-    env[AGENT_HOME_VARIABLE] = str(spec.home.resolve())
-    # A node leaving is drained first: with no Serve replica to move, only a wait.
-    env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
-    command = ray_start_command(spec, facts, ray=_ray_binary())
-    log = spec.home / "agents" / f"{_label_value(spec.name)}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    spec.ray_temp_dir.mkdir(parents=True, exist_ok=True)
-    housekeeping = spec.housekeeping_cpus
-
-    def pin() -> None:
-        os.setsid()
-        os.sched_setaffinity(0, housekeeping)
-
-    with log.open("ab") as out:
-        offset = out.tell()
-        proc = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            env=env, preexec_fn=pin, close_fds=True,
-        )  # fmt: skip
-    deadline = time.monotonic() + timeout_s
-    seen = 0
-    while True:
-        text = log.read_bytes()[offset:].decode(errors="replace")
-        if on_line:
-            for line in text[seen:].splitlines(keepends=True):
-                if line.endswith("\n"):
-                    on_line(line.rstrip())
-                    seen += len(line)
-        if _READY_LINE in text:
-            break
-        if proc.poll() is not None or time.monotonic() > deadline:
-            state = NodeState(spec.name, proc.pid, spec.node_ip, spec.head_address or "")
-            stop_node(state, grace_s=2.0)
-            proc.wait()
-            tail = "\n  ".join(text.strip().splitlines()[-8:])
-            how = "it exited" if proc.returncode is not None else f"not within {timeout_s:g} s"
-            raise HairlineError(
-                f"the Ray node did not start ({how}; log {log}):\n  {tail}",
-                hint="check --address (the head's host:port), --node-ip, and that this "
-                "machine's token matches the head's",
-            )
-        time.sleep(0.1)
-    head = spec.head_address or f"{spec.node_ip}:{spec.head_port}"
-    state = NodeState(spec.name, proc.pid, spec.node_ip, head, spec.hosts, str(log))
-    state.save(spec.home)
-    return state

@@ -1,5 +1,6 @@
 """Hosts of the ``ray`` backend in the inventory: registered by their agents, marked
-unhealthy when they die mid-trial, disabled when their agent leaves.
+unhealthy when they die mid-trial, disabled when their agent leaves; ``last_seen_at``
+kept fresh by a foreground agent's heartbeat (:func:`mark_seen`).
 
 A test machine joins with ``hairline agent start`` (:mod:`hairline.hosts.agent`), which
 starts its Ray worker node and then calls :func:`register_host` for each host the node
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from hairline.errors import ConfigError, HostsUnavailable
 from hairline.hosts.facts import HostFacts
@@ -28,6 +29,7 @@ __all__ = [
     "RAY_BACKEND",
     "Registered",
     "disable_hosts",
+    "mark_seen",
     "mark_unhealthy",
     "ray_hosts",
     "register_host",
@@ -111,6 +113,18 @@ def mark_unhealthy(
         if row is not None:
             row.healthy = False
             row.health_note = f"{reason} (at {stamp}; healthy again when its agent registers)"
+
+
+def mark_seen(store: Store, names: Sequence[str], *, clock: Callable[[], float] = time.time) -> int:
+    """The agent of the hosts ``names`` is alive now (its heartbeat): their
+    ``last_seen_at`` moves on; how many rows it found."""
+    with store.transaction() as session:
+        result = session.execute(
+            update(Host)
+            .where(Host.name.in_(list(names)), Host.backend == RAY_BACKEND)
+            .values(last_seen_at=clock())
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 def disable_hosts(
