@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hairline.cli.lab import demo_outcome
+from hairline.cli.demo import demo_outcome
 
 
 @pytest.mark.parametrize(

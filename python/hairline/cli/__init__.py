@@ -1,11 +1,21 @@
 """The ``hairline`` command: one group, every subcommand thin.
 
 Each module here turns one family of subcommands' options into typed values and calls into
-the library: ``analysis`` (plan, analyze), ``lab`` (run, aa, status, report, demo, lab
-process), ``agent`` (agent start/stop), ``traffic`` (trace ...), ``record``.
+the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (status,
+report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``agent`` (agent
+start/stop), ``traffic`` (trace ...), ``record``.
 """
 
-from hairline.cli import agent, analysis, lab, record, traffic  # noqa: F401  (each module registers its commands)
-from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, main
+from hairline.cli import (  # noqa: F401  (each module registers its commands)
+    agent,
+    analysis,
+    demo,
+    experiments,
+    lab,
+    record,
+    run,
+    traffic,
+)
+from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, EXIT_WAITING, main
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "EXIT_WAITING", "main"]

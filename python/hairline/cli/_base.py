@@ -19,11 +19,14 @@ from rich.console import Console
 from hairline import __version__
 from hairline.errors import HairlineError
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "console", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "EXIT_WAITING", "console", "main"]
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_ERROR = 2
+# `run`/`aa` (and `lab process --wait-s`) gave up waiting for hosts or a Ray head; the
+# experiment is still queued, so a CI job can tell "try later" from "broken".
+EXIT_WAITING = 3
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -1,33 +1,29 @@
-"""The lab's commands: run, aa, status, report, demo, and ``lab process|quota|hosts|factors``.
-
-``hairline run FILE`` validates the experiment file, puts the experiment in the durable
-queue and, unless ``--no-process``, processes it in this process (claiming it with a lease
-like any processor), showing progress; then it prints the report and exits 0 (no
-regression), 1 (a regression) or 2 (an error, or the experiment failed).
-"""
+"""``hairline lab process|quota|hosts|factors``: running the lab rather than one
+experiment: standalone processors, team quotas, the host inventory, host-fact ANOVA."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import NoReturn
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
-from hairline.config import ExperimentConfig
-from hairline.errors import ConfigError
-from hairline.hosts.agent import ray_environment
+from hairline.cli._base import EXIT_WAITING, console, main
+from hairline.cli._options import (
+    backend_options,
+    chosen_backend,
+    esc,
+    progress_option,
+    store_options,
+    wait_option,
+)
+from hairline.cli._waiting import Patience, ProgressOut, duration_text
 from hairline.hosts.factors import (
     DEFAULT_METRIC,
     DEFAULT_MIN_RUNS,
@@ -36,436 +32,11 @@ from hairline.hosts.factors import (
 )
 from hairline.hosts.inventory import ensure_local_hosts, inventory
 from hairline.hosts.quotas import region_quotas, set_quota
-from hairline.lab.demo import demo_config
-from hairline.lab.files import load_experiment_file
-from hairline.lab.processor import Event, ProcessorOptions, process_experiment, process_next
-from hairline.lab.queue import enqueue, new_owner, request_cancel
-from hairline.lab.status import artifacts_dir, experiment_rows, phase_of
-from hairline.report.context import ExperimentReport, experiment_json
-from hairline.report.experiment import load_report
-from hairline.report.html import render_html
+from hairline.lab.processor import Event, ProcessorOptions, process_next
+from hairline.lab.queue import new_owner
+from hairline.lab.status import standing
 from hairline.report.jsonout import to_jsonable, write_json
-from hairline.report.markdown import append_step_summary, render_markdown
-from hairline.report.terminal import print_experiment
-from hairline.store.db import DEFAULT_HOME, Store, open_store
-from hairline.store.models import (
-    TERMINAL_PHASES,
-)
-
-
-def _store_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option(
-        "--db",
-        "db_url",
-        metavar="URL",
-        help="Database URL (default $HAIRLINE_DB, else SQLite in --home).",
-    )(fn)
-    return click.option(
-        "--home",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=DEFAULT_HOME,
-        show_default=True,
-        help="Folder for the SQLite database, builds and experiment artifacts.",
-    )(fn)
-
-
-def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-                      help="Write the report as JSON ('-' for stdout).")(fn)  # fmt: skip
-    md_path = click.Path(dir_okay=False, path_type=Path)
-    fn = click.option("--markdown", "markdown_path", type=md_path,
-                      help="Write a Markdown report ('-' for stdout); also appended to "
-                      "$GITHUB_STEP_SUMMARY when that is set.")(fn)  # fmt: skip
-    return click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
-                        help="Copy the self-contained HTML report here.")(fn)  # fmt: skip
-
-
-def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--check", is_flag=True, help="Validate the files and stop.")(fn)
-    fn = click.option(
-        "--priority", type=click.IntRange(-1000, 1000), default=None,
-        help="Higher is claimed first by the lab's processors (default: the file's "
-        "priority, else 0).",
-    )(fn)  # fmt: skip
-    fn = click.option(
-        "--no-process", is_flag=True,
-        help="Only enqueue; a `hairline lab process` elsewhere runs it (then wait for it).",
-    )(fn)  # fmt: skip
-    fn = click.option("--no-wait", is_flag=True, help="With --no-process: do not wait.")(fn)
-    fn = click.option("--lease-s", type=click.FloatRange(1), default=30.0, show_default=True,
-                      help="Lease length; another processor takes over this long after a "
-                      "crash.")(fn)  # fmt: skip
-    fn = _backend_options(fn)
-    return click.option("--cpus-per-host", type=click.IntRange(1),
-                        help="CPUs per local host (default: half of those left after one "
-                        "for the engine).")(fn)  # fmt: skip
-
-
-def _backend_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--backend", type=click.Choice(["local", "ray"]), default="local",
-                      show_default=True,
-                      help="Where arms run: this machine's CPU sets, or test machines that "
-                      "joined with `hairline agent start` (docs/scale-out.md).")(fn)  # fmt: skip
-    return click.option("--ray-address", metavar="HOST:PORT", envvar="RAY_ADDRESS",
-                        help="With --backend ray: the head ($RAY_ADDRESS).")(fn)  # fmt: skip
-
-
-def _backend(backend: str, ray_address: str | None) -> dict[str, Any]:
-    """The processor options of ``--backend``; the Ray head and token checked up front."""
-    if backend == "local":
-        return {}
-    if not ray_address:
-        raise ConfigError(
-            "--backend ray needs the Ray head's address",
-            hint="pass --ray-address HOST:PORT (or set RAY_ADDRESS)",
-        )
-    if importlib.util.find_spec("ray") is None:
-        raise ConfigError(
-            "--backend ray: Ray is not installed in this Python",
-            hint="pip install 'hairline[ray]' (make build installs it)",
-        )
-    ray_environment()  # a token file others may read is refused before anything runs
-    return {"backend": backend, "ray_address": ray_address}
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a CI job cancelled) stops an experiment the same careful way as Ctrl-C."""
-
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _trials_text(config: ExperimentConfig) -> str:
-    design = config.design
-    if design.sequential:
-        return f"trials until settled (at most {design.max_trials})"
-    return f"{design.trials} trials"
-
-
-def _rate_text(config: ExperimentConfig) -> str:
-    if config.load.rate_per_s is not None:
-        return f"{config.load.rate_per_s:g} requests/s"
-    return f"rate calibrated to {config.load.target_utilization:.0%} busy"
-
-
-class _Display:
-    """Progress while an experiment runs: phase lines and a bar over its batches."""
-
-    def __init__(self, out: Console, config: ExperimentConfig) -> None:
-        self.out = out
-        rotates = config.design.name == "fully-balanced" and config.design.mode != "hardware"
-        self.batches = config.design.planned_trials * len(config.arms if rotates else [0])
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(),
-            TextColumn("{task.completed}/{task.total} batches"), TimeElapsedColumn(),
-            console=out, transient=False,
-        )  # fmt: skip
-        self.task = self.progress.add_task("waiting", total=self.batches, visible=False)
-        self._last: tuple[int, str] | None = None
-
-    def __call__(self, event: Event) -> None:
-        if event.kind == "batch":
-            self.progress.update(self.task, visible=True, description=event.message)
-            key = event.message.split(":")[0]
-            if self._last is not None and self._last[1] != key:
-                self.progress.advance(self.task)
-            self._last = (0, key)
-        elif event.kind in ("build", "trial"):
-            self.out.print(f"[dim]{_esc(event.message)}[/]")
-        else:
-            if event.kind in ("phase", "done") and self._last is not None:
-                self.progress.update(self.task, completed=self.batches)
-            self.out.print(f"[bold]{event.kind}[/]: {_esc(event.message)}")
-
-
-def _esc(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
-
-
-def _execute(
-    config: ExperimentConfig,
-    *,
-    kind: str,
-    store: Store,
-    no_process: bool,
-    no_wait: bool,
-    lease_s: float,
-    cpus_per_host: int | None,
-    out: Console,
-    backend: dict[str, Any] | None = None,
-) -> int:
-    experiment_id = enqueue(store, config, kind=kind)
-    what = "A/A" if kind == "aa" else "A/B"
-    out.print(
-        f"experiment [bold]{experiment_id}[/] ({what} of {_esc(config.service.name)}) queued "
-        f"in {_esc(store.url)}"
-    )
-    if no_process:
-        if no_wait:
-            out.print(f"run `hairline status {experiment_id}` to follow it")
-            return experiment_id
-        _wait_terminal(store, experiment_id, out)
-        return experiment_id
-    display = _Display(out, config)
-    options = ProcessorOptions(
-        owner=new_owner("run"), lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=display,
-        **(backend or {}),
-    )  # fmt: skip
-    with display.progress, _sigterm_as_interrupt():
-        try:
-            while True:
-                outcome = process_experiment(store, experiment_id, options)
-                if outcome == "waiting" or outcome == "none":
-                    if outcome == "none" and phase_of(store, experiment_id)[0] in TERMINAL_PHASES:
-                        break
-                    time.sleep(2.0)
-                    continue
-                break
-        except KeyboardInterrupt:
-            out.print("[red]interrupted[/]: arms stopped, hosts released, experiment failed")
-            raise SystemExit(EXIT_ERROR) from None
-    return experiment_id
-
-
-def _wait_terminal(store: Store, experiment_id: int, out: Console) -> None:
-    last = ""
-    while True:
-        phase, progress = phase_of(store, experiment_id)
-        if progress != last:
-            out.print(f"[dim]{_esc(phase)}: {_esc(progress)}[/]")
-            last = progress
-        if phase in TERMINAL_PHASES:
-            return
-        time.sleep(1.0)
-
-
-def _emit_reports(
-    store: Store,
-    experiment_id: int,
-    out: Console,
-    *,
-    json_path: Path | None,
-    markdown_path: Path | None,
-    html_path: Path | None,
-    reanalyse: bool = False,
-) -> ExperimentReport:
-    report = load_report(store, experiment_id, reanalyse=reanalyse)
-    artifacts = artifacts_dir(store, experiment_id)
-    html_file = artifacts / "report.html"
-    report = _with_html(report, html_file)
-    html_file.parent.mkdir(parents=True, exist_ok=True)
-    html_file.write_text(render_html(report))
-    if html_path is not None:
-        html_path.write_text(html_file.read_text())
-        report = _with_html(report, html_path.resolve())
-    print_experiment(report, out)
-    markdown = render_markdown(report)
-    if markdown_path is not None:
-        if str(markdown_path) == "-":
-            click.echo(markdown)
-        else:
-            markdown_path.write_text(markdown)
-            out.print(f"wrote {markdown_path}")
-    summary = append_step_summary(markdown)
-    if summary is not None:
-        out.print(f"appended the report to {summary}")
-    if json_path is not None:
-        if str(json_path) == "-":
-            click.echo(json.dumps(experiment_json(report), indent=2, default=str))
-        else:
-            write_json(json_path, experiment_json(report))
-            out.print(f"wrote {json_path}")
-    out.print(f"HTML report: {report.html_path}")
-    return report
-
-
-def _with_html(report: ExperimentReport, path: Path) -> ExperimentReport:
-    import dataclasses
-
-    return dataclasses.replace(report, html_path=path)
-
-
-def _exit_code(report: ExperimentReport) -> int:
-    if report.phase != "done":
-        return EXIT_ERROR
-    if report.kind == "aa":
-        return EXIT_OK
-    if report.analysis is not None and report.analysis.regressions:
-        return EXIT_REGRESSION
-    return EXIT_OK
-
-
-def _lab_command(kind: str) -> Callable[..., None]:
-    def command(
-        file: Path,
-        db_url: str | None,
-        home: Path,
-        check: bool,
-        no_process: bool,
-        no_wait: bool,
-        lease_s: float,
-        cpus_per_host: int | None,
-        priority: int | None,
-        backend: str,
-        ray_address: str | None,
-        json_path: Path | None,
-        markdown_path: Path | None,
-        html_path: Path | None,
-    ) -> None:
-        out = console(json_path, markdown_path)
-        config = load_experiment_file(file)
-        if priority is not None:
-            config = config.model_copy(update={"priority": priority})
-        if check:
-            out.print(
-                f"{_esc(str(file))}: ok ({config.service.name}, arms "
-                f"{', '.join(config.arms)}, {_trials_text(config)}, {config.design.name}, "
-                f"{_rate_text(config)})"
-            )
-            sys.exit(EXIT_OK)
-        options = _backend(backend, ray_address)
-        store = open_store(db_url, home=home)
-        try:
-            experiment_id = _execute(
-                config, kind=kind, store=store, no_process=no_process, no_wait=no_wait,
-                lease_s=lease_s, cpus_per_host=cpus_per_host, out=out, backend=options,
-            )  # fmt: skip
-            if no_process and no_wait:
-                sys.exit(EXIT_OK)
-            report = _emit_reports(
-                store, experiment_id, out,
-                json_path=json_path, markdown_path=markdown_path, html_path=html_path,
-            )  # fmt: skip
-        finally:
-            store.close()
-        sys.exit(_exit_code(report))
-
-    return command
-
-
-_RUN_HELP = """Run an A/B experiment file: build, allocate hosts, run the trials, analyse.
-
-Exit status: 0 no regression, 1 a regression, 2 an error (or the experiment failed).
-"""
-_AA_HELP = """Run an A/A experiment (the baseline on every arm) and keep it as history.
-
-The service's A/A runs are what adaptive model selection and the CI test learn from.
-Exit status: 0 done, 2 an error (or the experiment failed).
-"""
-
-for _name, _kind, _help in (("run", "ab", _RUN_HELP), ("aa", "aa", _AA_HELP)):
-    _fn = _lab_command(_kind)
-    _fn.__doc__ = _help
-    _fn = _report_options(_run_options(_store_options(_fn)))
-    _fn = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))(_fn)
-    main.command(name=_name, help=_help)(_fn)
-
-
-@main.command()
-@click.argument("experiment_id", type=int)
-@_store_options
-@click.option("--wait", "wait_s", type=float, default=0.0, show_default=True,
-              help="Wait up to this many seconds for a running experiment to stop.")  # fmt: skip
-def cancel(experiment_id: int, db_url: str | None, home: Path, wait_s: float) -> None:
-    """Cancel a queued or running experiment.
-
-    A queued (or waiting) experiment is cancelled at once. A running one stops at the next
-    safe point, between batches: its arms are killed, its hosts released, its phase becomes
-    cancelled. Exit status 0 once cancelled or asked, 2 if there is nothing to cancel.
-    """
-    out = console()
-    store = open_store(db_url, home=home)
-    try:
-        outcome = request_cancel(store, experiment_id)
-        if outcome == "cancelled":
-            out.print(f"experiment {experiment_id}: cancelled")
-            return
-        out.print(
-            f"experiment {experiment_id}: cancel requested; its processor stops at the next batch"
-        )
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            phase = phase_of(store, experiment_id)[0]
-            if phase in TERMINAL_PHASES:
-                out.print(f"experiment {experiment_id}: {phase}")
-                return
-            time.sleep(0.5)
-    finally:
-        store.close()
-
-
-@main.command()
-@click.argument("experiment_id", type=int, required=False)
-@_store_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def status(experiment_id: int | None, db_url: str | None, home: Path, as_json: bool) -> None:
-    """List experiments, or show one."""
-    out = console()
-    store = open_store(db_url, home=home)
-    try:
-        if experiment_id is not None:
-            report = load_report(store, experiment_id)
-            if as_json:
-                click.echo(json.dumps(experiment_json(report), indent=2, default=str))
-            else:
-                print_experiment(report, out)
-            return
-        rows = experiment_rows(store)
-    finally:
-        store.close()
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    table = Table(title="experiments")
-    for col in ("id", "service", "kind", "team", "phase", "trials", "regressions", "progress"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(
-            str(r["id"]), r["service"], r["kind"], r["team"], r["phase"],
-            f"{r['trials_done']}/{r['trials']}", str(r["regressions"]),
-            _esc(str(r["failure"] or r["progress"]))[:80],
-        )  # fmt: skip
-    out.print(table)
-
-
-@main.command()
-@click.argument("experiment_id", type=int)
-@_store_options
-@_report_options
-@click.option("--reanalyse", is_flag=True,
-              help="Analyse the trials again instead of reading the stored analysis.")  # fmt: skip
-def report(
-    experiment_id: int,
-    db_url: str | None,
-    home: Path,
-    json_path: Path | None,
-    markdown_path: Path | None,
-    html_path: Path | None,
-    reanalyse: bool,
-) -> None:
-    """Report on one experiment (terminal, and --json/--markdown/--html).
-
-    Exit status as for `hairline run`: 0 no regression, 1 a regression, 2 failed/unfinished.
-    """
-    out = console(json_path, markdown_path)
-    store = open_store(db_url, home=home)
-    try:
-        result = _emit_reports(
-            store, experiment_id, out, json_path=json_path, markdown_path=markdown_path,
-            html_path=html_path, reanalyse=reanalyse,
-        )  # fmt: skip
-    finally:
-        store.close()
-    sys.exit(_exit_code(result))
+from hairline.store.db import Store, open_store
 
 
 @main.group()
@@ -478,12 +49,14 @@ class _Shutdown(BaseException):
 
 
 @lab.command()
-@_store_options
+@store_options
 @click.option("--once", is_flag=True, help="Process what is queued now, then exit.")
 @click.option("--poll-s", type=click.FloatRange(0.1), default=2.0, show_default=True)
 @click.option("--lease-s", type=click.FloatRange(1), default=30.0, show_default=True)
 @click.option("--cpus-per-host", type=click.IntRange(1))
-@_backend_options
+@wait_option(0.0, "this processor exits, its experiments left queued")
+@progress_option
+@backend_options
 def process(
     db_url: str | None,
     home: Path,
@@ -491,6 +64,8 @@ def process(
     poll_s: float,
     lease_s: float,
     cpus_per_host: int | None,
+    wait_s: float,
+    progress_mode: str,
     backend: str,
     ray_address: str | None,
 ) -> None:
@@ -498,16 +73,30 @@ def process(
 
     SIGTERM or Ctrl-C stops it after stopping its arms; the experiment it held is taken up
     by another processor when the lease runs out (or at once by `hairline run`'s own).
+    With --wait-s it exits 3 once every experiment it had has waited that long (for hosts,
+    for a Ray head) with no trial ending anywhere.
     """
     out = console()
-    chosen = _backend(backend, ray_address)
+    shown = ProgressOut(out, progress_mode)
+    chosen = chosen_backend(backend, ray_address)
     store = open_store(db_url, home=home)
     owner = new_owner("lab")
-    out.print(f"processor {owner} on {_esc(store.url)}")
+    if shown.json:
+        shown.emit("processor", owner=owner, db=store.url)
+    else:
+        out.print(f"processor {owner} on {esc(store.url)}")
+    steps = 0  # trials ended and experiments finished: each restarts the wait
 
     def on_event(event: Event) -> None:
-        if event.kind != "batch":
-            out.print(f"[dim]#{event.experiment_id}[/] {event.kind}: {_esc(event.message)}")
+        nonlocal steps
+        if (event.kind == "trial" and event.trial is not None) or event.kind == "done":
+            steps += 1
+        if event.kind == "waiting":
+            return  # shown by _show_wait, once per reason and then every so often
+        if shown.json:
+            shown.processor_event(event)
+        elif event.kind != "batch":
+            out.print(f"[dim]#{event.experiment_id}[/] {event.kind}: {esc(event.message)}")
 
     def stop(_signum: int, _frame: FrameType | None) -> None:
         raise _Shutdown
@@ -519,30 +108,75 @@ def process(
     )
     # Experiments that had to wait for hosts in this round: the ones behind them in the
     # claim order get their turn before the next round starts from the front again.
-    waited: set[int] = set()
+    waited: dict[int, str] = {}
+    shown_waits: dict[int, Patience] = {}  # when to say again that one experiment waits
+    patience = Patience(wait_s)  # the processor's: every experiment it had waited
+    rounds = 0
     try:
         while True:
             experiment_id, outcome = process_next(store, options, skip=waited)
             if experiment_id is not None:
-                out.print(f"#{experiment_id}: {outcome}")
                 if outcome == "waiting":
-                    waited.add(experiment_id)
+                    waited[experiment_id] = _show_wait(store, experiment_id, shown_waits, shown)
+                else:
+                    steps += 1
+                    shown_waits.pop(experiment_id, None)
+                    shown.emit("outcome", experiment=experiment_id, outcome=outcome)
+                    if not shown.json:
+                        out.print(f"#{experiment_id}: {outcome}")
                 continue
             if once:
                 break
+            # A round with nothing waiting (idle, or all done) is not a wait either.
+            rounds += 0 if waited else 1
+            now = time.monotonic()
+            reasons = "; ".join(f"#{e} {r}" for e, r in sorted(waited.items())) or None
+            patience.observe(now, mark=(steps, rounds), reason=reasons)
+            if patience.expired(now):
+                _give_up(sorted(waited), patience, now, out, shown)
             waited.clear()
             time.sleep(poll_s)
     except _Shutdown:
+        shown.emit("stopping")
         out.print("stopping: arms stopped; held experiments will be taken over")
     finally:
         store.close()
+
+
+def _show_wait(
+    store: Store, experiment_id: int, patiences: dict[int, Patience], shown: ProgressOut
+) -> str:
+    """Show that ``experiment_id`` waits, when that is news; its progress line."""
+    where = standing(store, experiment_id)
+    patience = patiences.setdefault(experiment_id, Patience(0.0))
+    note = patience.observe(
+        time.monotonic(), mark=(where.phase, where.trials_ended), reason=where.progress
+    )
+    if note is not None:
+        shown.waiting(note, experiment=experiment_id)
+    return where.progress
+
+
+def _give_up(
+    experiment_ids: list[int], patience: Patience, now: float, out: Console, shown: ProgressOut
+) -> NoReturn:
+    waited = duration_text(patience.waited_s(now))
+    shown.emit("gave_up", experiments=experiment_ids, reason=patience.reason,
+               waited_s=round(patience.waited_s(now), 1), wait_s=patience.limit_s,
+               exit_status=EXIT_WAITING)  # fmt: skip
+    listed = ", ".join(f"#{e}" for e in experiment_ids)
+    out.print(
+        f"[bold yellow]gave up[/] after waiting {waited} with no trial ending: {listed} "
+        f"stay queued for another processor ({esc(patience.reason or '')})"
+    )
+    raise SystemExit(EXIT_WAITING)
 
 
 @lab.command()
 @click.argument("team")
 @click.argument("max_hosts", type=click.IntRange(0))
 @click.option("--region", help="The quota in this region only (default: over all regions).")
-@_store_options
+@store_options
 def quota(team: str, max_hosts: int, region: str | None, db_url: str | None, home: Path) -> None:
     """Set the most hosts TEAM may hold at once, overall or in one --region.
 
@@ -555,12 +189,12 @@ def quota(team: str, max_hosts: int, region: str | None, db_url: str | None, hom
         set_quota(store, team, max_hosts, region=region)
     finally:
         store.close()
-    where = f" in region {_esc(region)}" if region is not None else ""
-    console().print(f"team {_esc(team)}: at most {max_hosts} hosts at once{where}")
+    where = f" in region {esc(region)}" if region is not None else ""
+    console().print(f"team {esc(team)}: at most {max_hosts} hosts at once{where}")
 
 
 @lab.command()
-@_store_options
+@store_options
 @click.option("--cpus-per-host", type=click.IntRange(1))
 @click.option("--json", "as_json", is_flag=True)
 def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bool) -> None:
@@ -586,10 +220,10 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
         if not r["healthy"]:
             state = "unhealthy" + (f": {r['health_note']}" if r["health_note"] else "")
         table.add_row(
-            _esc(r["name"]), r["backend"], _esc(r["region"]), _esc(r["server_type"]),
-            _esc(r["cpu_arch"]), _esc(r["cpu_model"]), _esc(r["kernel"]), r["turbo"],
-            r["cpus"], _esc(state),
-            f"#{r['experiment']} ({_esc(r['team'] or '')})" if r["experiment"] else "",
+            esc(r["name"]), r["backend"], esc(r["region"]), esc(r["server_type"]),
+            esc(r["cpu_arch"]), esc(r["cpu_model"]), esc(r["kernel"]), r["turbo"],
+            r["cpus"], esc(state),
+            f"#{r['experiment']} ({esc(r['team'] or '')})" if r["experiment"] else "",
         )  # fmt: skip
     out = console()
     out.print(table)
@@ -603,7 +237,7 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
 
 
 @lab.command()
-@_store_options
+@store_options
 @click.option("--metric", default=DEFAULT_METRIC, show_default=True,
               help="The metric whose variance the host facts should explain.")  # fmt: skip
 @click.option("--service", help="Only this service's experiments (default: all).")
@@ -653,7 +287,7 @@ def _print_factors(result: FactorAnalysis, out: Console) -> None:
         return "n/a" if x != x else f"{x:.3f}"
 
     table = Table(
-        title=f"R² of {_esc(result.metric)} on host facts ({result.runs} runs of "
+        title=f"R² of {esc(result.metric)} on host facts ({result.runs} runs of "
         f"{result.experiments} experiments, each normalised by its experiment's mean)"
     )
     for col in ("factors", "R²", "adjusted R²"):
@@ -680,82 +314,10 @@ def _print_factors(result: FactorAnalysis, out: Console) -> None:
         for col in ("fact", "value", "runs", "experiments", "CoV"):
             table.add_column(col, justify="left" if col in ("fact", "value") else "right")
         for c in result.cov:
-            table.add_row(c.fact, _esc(c.value), str(c.runs), str(c.experiments),
+            table.add_row(c.fact, esc(c.value), str(c.runs), str(c.experiments),
                           f"{c.cov * 100:.2f}%")  # fmt: skip
         out.print(table)
         out.print("median CoV: " + ", ".join(
             f"{fact} {p50 * 100:.2f}%" for fact, p50 in result.cov_p50.items()))  # fmt: skip
     for note in result.notes:
-        out.print(f"[dim]note: {_esc(note)}[/]")
-
-
-@main.command()
-@click.option("--regress-cpu", type=click.FloatRange(0, 1), default=0.05, show_default=True)
-@click.option("--trials", type=click.IntRange(1), default=7, show_default=True)
-@click.option("--duration-s", type=click.FloatRange(1), default=4.0, show_default=True)
-@click.option("--rate", "rate_per_s", type=click.FloatRange(1), default=None,
-              help="Replay rate; default: calibrated so the baseline is 60% busy.")  # fmt: skip
-@_store_options
-@_report_options
-def demo(
-    regress_cpu: float,
-    trials: int,
-    duration_s: float,
-    rate_per_s: float | None,
-    db_url: str | None,
-    home: Path,
-    json_path: Path | None,
-    markdown_path: Path | None,
-    html_path: Path | None,
-) -> None:
-    """A/B of the bundled sample service with a CPU regression injected into B.
-
-    Runs examples/sample-service/experiment.toml through the lab (queue, hosts, trials,
-    analysis, reports). Exit status: 0 when the verdict is true to what was injected (the
-    regression caught; with --regress-cpu 0, nothing flagged), 1 when it is not, 2 on an
-    error.
-    """
-    out = console(json_path, markdown_path)
-    config = demo_config(
-        regress_cpu=regress_cpu, trials=trials, duration_s=duration_s, rate_per_s=rate_per_s
-    )
-    out.print(
-        f"[bold]hairline demo[/]: sample service A against B with {regress_cpu:.0%} more CPU "
-        f"per request; {trials} trials x 2 batches (fully balanced), {duration_s:g} s at "
-        + (f"{rate_per_s:g} requests/s" if rate_per_s else "a rate calibrated to 60% busy")
-        + " each, arms on their own CPUs, replayed in lockstep."
-    )
-    store = open_store(db_url, home=home)
-    try:
-        experiment_id = _execute(
-            config, kind="ab", store=store, no_process=False, no_wait=False, lease_s=30.0,
-            cpus_per_host=None, out=out,
-        )  # fmt: skip
-        report = _emit_reports(
-            store, experiment_id, out,
-            json_path=json_path, markdown_path=markdown_path, html_path=html_path,
-        )  # fmt: skip
-    finally:
-        store.close()
-    if report.phase != "done":
-        sys.exit(EXIT_ERROR)
-    flagged = report.analysis is not None and any(
-        r.metric == "cpu_ns_per_request" and r.verdict.label == "regression"
-        for r in report.analysis.results
-    )
-    ok, message = demo_outcome(regress_cpu, flagged)
-    out.print(("[bold green]" if ok else "[bold red]") + message)
-    sys.exit(EXIT_OK if ok else EXIT_REGRESSION)
-
-
-def demo_outcome(regress_cpu: float, flagged: bool) -> tuple[bool, str]:
-    """The demo's one contract: it passes (exit 0) when hairline told the truth about what
-    was injected: the regression flagged when there was one, nothing flagged when
-    ``--regress-cpu 0``. Exit 1 otherwise (a miss or a false alarm), 2 on an error."""
-    if regress_cpu > 0:
-        if flagged:
-            return True, f"caught[/]: the {regress_cpu:.0%} CPU regression in B was flagged."
-        return False, f"missed[/]: the {regress_cpu:.0%} CPU regression was not flagged."
-    if flagged:
-        return False, "false alarm[/]: nothing was injected, yet a CPU regression was flagged."
-    return True, "correct[/]: nothing was injected and nothing was flagged."
+        out.print(f"[dim]note: {esc(note)}[/]")

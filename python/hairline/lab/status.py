@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,10 @@ from hairline.lab.queue import require_experiment
 from hairline.store.db import Store, pairs
 from hairline.store.models import Experiment, Service, Trial, VerdictRow
 
-__all__ = ["artifacts_dir", "experiment_rows", "phase_of"]
+__all__ = ["Standing", "artifacts_dir", "experiment_rows", "phase_of", "standing"]
+
+# A trial in one of these will not run again: the experiment has moved on by one trial.
+_ENDED_TRIALS = ("done", "excluded", "skipped")
 
 
 def phase_of(store: Store, experiment_id: int) -> tuple[str, str]:
@@ -19,6 +23,34 @@ def phase_of(store: Store, experiment_id: int) -> tuple[str, str]:
     with store.transaction() as session:
         row = session.get(Experiment, experiment_id)
         return (row.phase, row.progress) if row else ("missing", "")
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where an experiment stands, for a command that waits on it."""
+
+    phase: str  # "missing" when there is no such experiment
+    progress: str
+    trials_ended: int  # done, left out or not needed
+
+    @property
+    def waiting(self) -> bool:
+        """Its processor last had to wait (for hosts, for a Ray head) instead of working."""
+        return self.progress.startswith("waiting")
+
+
+def standing(store: Store, experiment_id: int) -> Standing:
+    """The experiment's phase, progress line and how many of its trials have ended."""
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        if row is None:
+            return Standing("missing", "", 0)
+        ended = session.scalar(
+            select(func.count())
+            .select_from(Trial)
+            .where(Trial.experiment_id == experiment_id, Trial.state.in_(_ENDED_TRIALS))
+        )
+        return Standing(row.phase, row.progress, int(ended or 0))
 
 
 def artifacts_dir(store: Store, experiment_id: int) -> Path:

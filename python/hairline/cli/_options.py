@@ -1,0 +1,111 @@
+"""Options the lab's commands share (the database, reports, the backend, waiting and
+progress), each declared once so that every command spells and documents it alike."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from hairline.errors import ConfigError
+from hairline.hosts.agent import ray_environment
+from hairline.store.db import DEFAULT_HOME
+
+__all__ = [
+    "RUN_WAIT_S",
+    "backend_options",
+    "chosen_backend",
+    "esc",
+    "progress_option",
+    "report_options",
+    "store_options",
+    "wait_option",
+]
+
+# How long `hairline run` waits for hosts or a Ray head before it gives up (exit 3): long
+# enough for a busy lab to free hosts or a head to be restarted, short enough that a CI
+# job does not sit until the CI system's own timeout kills it without a word.
+RUN_WAIT_S = 600.0
+
+
+def esc(text: str) -> str:
+    """``text`` shown literally by rich (file names and messages may hold brackets)."""
+    return escape(text)
+
+
+def store_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option(
+        "--db",
+        "db_url",
+        metavar="URL",
+        help="Database URL (default $HAIRLINE_DB, else SQLite in --home).",
+    )(fn)
+    return click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_HOME,
+        show_default=True,
+        help="Folder for the SQLite database, builds and experiment artifacts.",
+    )(fn)
+
+
+def report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+                      help="Write the report as JSON ('-' for stdout).")(fn)  # fmt: skip
+    md_path = click.Path(dir_okay=False, path_type=Path)
+    fn = click.option("--markdown", "markdown_path", type=md_path,
+                      help="Write a Markdown report ('-' for stdout); also appended to "
+                      "$GITHUB_STEP_SUMMARY when that is set.")(fn)  # fmt: skip
+    return click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+                        help="Copy the self-contained HTML report here.")(fn)  # fmt: skip
+
+
+def backend_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--backend", type=click.Choice(["local", "ray"]), default="local",
+                      show_default=True,
+                      help="Where arms run: this machine's CPU sets, or test machines that "
+                      "joined with `hairline agent start` (docs/scale-out.md).")(fn)  # fmt: skip
+    return click.option("--ray-address", metavar="HOST:PORT", envvar="RAY_ADDRESS",
+                        help="With --backend ray: the head ($RAY_ADDRESS).")(fn)  # fmt: skip
+
+
+def wait_option(default_s: float, what: str) -> Callable[[Callable[..., Any]], Any]:
+    """``--wait-s``: how long the experiment may wait for hosts or a Ray head without
+    moving on (a trial ending or its phase changing starts the count again); 0 = forever."""
+    shown = "forever" if default_s == 0 else f"{default_s:g}"
+    return click.option(
+        "--wait-s", type=click.FloatRange(0), default=default_s, metavar="SECONDS",
+        help=f"Give up after waiting this long for hosts or a Ray head with no trial "
+        f"ending meanwhile: {what} (exit 3). 0 waits forever. Default: {shown}.",
+    )  # fmt: skip
+
+
+def progress_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--progress", "progress_mode", type=click.Choice(["text", "json"]), default="text",
+        show_default=True,
+        help="How progress is shown: lines and a bar on the terminal, or one JSON object "
+        "per line on stderr (each processor event, the waiting and how long, giving up).",
+    )(fn)  # fmt: skip
+
+
+def chosen_backend(backend: str, ray_address: str | None) -> dict[str, Any]:
+    """The processor options of ``--backend``; the Ray head and token checked up front."""
+    if backend == "local":
+        return {}
+    if not ray_address:
+        raise ConfigError(
+            "--backend ray needs the Ray head's address",
+            hint="pass --ray-address HOST:PORT (or set RAY_ADDRESS)",
+        )
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(
+            "--backend ray: Ray is not installed in this Python",
+            hint="pip install 'hairline[ray]' (make build installs it)",
+        )
+    ray_environment()  # a token file others may read is refused before anything runs
+    return {"backend": backend, "ray_address": ray_address}

@@ -1,0 +1,355 @@
+"""``hairline run`` and ``hairline aa``: an experiment file into the lab, and its report.
+
+``hairline run FILE`` validates the experiment file, puts the experiment in the durable
+queue and, unless ``--no-process``, processes it in this process (claiming it with a lease
+like any processor), showing progress; then it prints the report and exits 0 (no
+regression), 1 (a regression) or 2 (an error, or the experiment failed).
+
+An experiment that must wait (every matching host held, the Ray head unreachable) is
+tried again every 2 s, for at most ``--wait-s`` (default 600 s) without a trial ending;
+then ``run`` gives its lease back, says which experiment is still queued and which
+command finishes it, and exits 3.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_WAITING, console, main
+from hairline.cli._options import (
+    RUN_WAIT_S,
+    backend_options,
+    chosen_backend,
+    esc,
+    progress_option,
+    report_options,
+    store_options,
+    wait_option,
+)
+from hairline.cli._waiting import Patience, ProgressOut, duration_text
+from hairline.cli.experiments import emit_reports, exit_code
+from hairline.config import ExperimentConfig
+from hairline.lab.files import load_experiment_file
+from hairline.lab.processor import Event, ProcessorOptions, process_experiment
+from hairline.lab.queue import enqueue, new_owner, release
+from hairline.lab.status import Standing, standing
+from hairline.store.db import DEFAULT_HOME, Store, open_store
+from hairline.store.models import TERMINAL_PHASES
+
+__all__ = ["execute"]
+
+_RETRY_S = 2.0  # between attempts of an experiment that must wait
+_POLL_S = 1.0  # between looks at an experiment another processor runs (--no-process)
+
+
+def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--check", is_flag=True, help="Validate the files and stop.")(fn)
+    fn = click.option(
+        "--priority", type=click.IntRange(-1000, 1000), default=None,
+        help="Higher is claimed first by the lab's processors (default: the file's "
+        "priority, else 0).",
+    )(fn)  # fmt: skip
+    fn = click.option(
+        "--no-process", is_flag=True,
+        help="Only enqueue; a `hairline lab process` elsewhere runs it (then wait for it).",
+    )(fn)  # fmt: skip
+    fn = click.option("--no-wait", is_flag=True, help="With --no-process: do not wait.")(fn)
+    fn = click.option("--lease-s", type=click.FloatRange(1), default=30.0, show_default=True,
+                      help="Lease length; another processor takes over this long after a "
+                      "crash.")(fn)  # fmt: skip
+    fn = wait_option(RUN_WAIT_S, "the experiment stays queued for `hairline lab process`")(fn)
+    fn = progress_option(fn)
+    fn = backend_options(fn)
+    return click.option("--cpus-per-host", type=click.IntRange(1),
+                        help="CPUs per local host (default: half of those left after one "
+                        "for the engine).")(fn)  # fmt: skip
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job cancelled) stops an experiment the same careful way as Ctrl-C."""
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _trials_text(config: ExperimentConfig) -> str:
+    design = config.design
+    if design.sequential:
+        return f"trials until settled (at most {design.max_trials})"
+    return f"{design.trials} trials"
+
+
+def _rate_text(config: ExperimentConfig) -> str:
+    if config.load.rate_per_s is not None:
+        return f"{config.load.rate_per_s:g} requests/s"
+    return f"rate calibrated to {config.load.target_utilization:.0%} busy"
+
+
+class _Display:
+    """Progress while an experiment runs: phase lines and a bar over its batches. Waits
+    are shown by :class:`~hairline.cli._waiting.Patience`, not once per attempt."""
+
+    def __init__(self, out: Console, config: ExperimentConfig) -> None:
+        self.out = out
+        rotates = config.design.name == "fully-balanced" and config.design.mode != "hardware"
+        self.batches = config.design.planned_trials * len(config.arms if rotates else [0])
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(),
+            TextColumn("{task.completed}/{task.total} batches"), TimeElapsedColumn(),
+            console=out, transient=False,
+        )  # fmt: skip
+        self.task = self.progress.add_task("waiting", total=self.batches, visible=False)
+        self._last: tuple[int, str] | None = None
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "waiting":
+            return
+        if event.kind == "batch":
+            self.progress.update(self.task, visible=True, description=event.message)
+            key = event.message.split(":")[0]
+            if self._last is not None and self._last[1] != key:
+                self.progress.advance(self.task)
+            self._last = (0, key)
+        elif event.kind in ("build", "trial"):
+            self.out.print(f"[dim]{esc(event.message)}[/]")
+        else:
+            if event.kind in ("phase", "done") and self._last is not None:
+                self.progress.update(self.task, completed=self.batches)
+            self.out.print(f"[bold]{event.kind}[/]: {esc(event.message)}")
+
+
+def _mark(where: Standing) -> tuple[str, int]:
+    """What changes when the experiment moves on: its phase, or a trial ending."""
+    return where.phase, where.trials_ended
+
+
+def execute(
+    config: ExperimentConfig,
+    *,
+    kind: str,
+    store: Store,
+    no_process: bool,
+    no_wait: bool,
+    lease_s: float,
+    cpus_per_host: int | None,
+    out: Console,
+    backend: dict[str, Any] | None = None,
+    wait_s: float = 0.0,
+    progress: ProgressOut | None = None,
+    finish_with: str = "hairline lab process",
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Queue ``config``, then process it here (or, with ``no_process``, follow it) until it
+    ends; its id. Gives up with exit 3 after ``wait_s`` of waiting (0: never)."""
+    shown = progress or ProgressOut(out, "text")
+    experiment_id = enqueue(store, config, kind=kind)
+    what = "A/A" if kind == "aa" else "A/B"
+    out.print(
+        f"experiment [bold]{experiment_id}[/] ({what} of {esc(config.service.name)}) queued "
+        f"in {esc(store.url)}"
+    )
+    shown.emit("queued", experiment=experiment_id, kind=kind, service=config.service.name)
+    patience = Patience(wait_s)
+    if no_process:
+        if no_wait:
+            out.print(f"run `hairline status {experiment_id}` to follow it")
+            return experiment_id
+        _follow(store, experiment_id, out, shown, patience, finish_with, clock)
+        return experiment_id
+    display = _Display(out, config)
+    options = ProcessorOptions(
+        owner=new_owner("run"), lease_s=lease_s, cpus_per_host=cpus_per_host,
+        on_event=shown.processor_event if shown.json else display, **(backend or {}),
+    )  # fmt: skip
+    attempting = False
+    with nullcontext() if shown.json else display.progress, _sigterm_as_interrupt():
+        try:
+            while True:
+                attempting = True
+                outcome = process_experiment(store, experiment_id, options)
+                attempting = False
+                if outcome not in ("waiting", "none"):
+                    break
+                where = standing(store, experiment_id)
+                if outcome == "none" and where.phase in TERMINAL_PHASES:
+                    break
+                # "none": another processor holds it; its progress line says if it waits.
+                waits = outcome == "waiting" or where.waiting
+                now = clock()
+                note = patience.observe(
+                    now, mark=_mark(where), reason=where.progress if waits else None
+                )
+                if note is not None:
+                    shown.waiting(note, experiment=experiment_id)
+                if patience.expired(now):
+                    release(store, options.owner, experiment_id)
+                    _give_up(experiment_id, patience, now, out, shown, finish_with)
+                time.sleep(patience.sleep_s(now, _RETRY_S))
+        except KeyboardInterrupt:
+            if attempting:
+                out.print("[red]interrupted[/]: arms stopped, hosts released, experiment failed")
+            else:
+                out.print(
+                    f"[red]interrupted[/] while waiting: experiment {experiment_id} stays "
+                    f"queued (`hairline cancel {experiment_id}` drops it)"
+                )
+            raise SystemExit(EXIT_ERROR) from None
+    return experiment_id
+
+
+def _follow(
+    store: Store,
+    experiment_id: int,
+    out: Console,
+    shown: ProgressOut,
+    patience: Patience,
+    finish_with: str,
+    clock: Callable[[], float],
+) -> None:
+    """Follow an experiment the lab's processors run, until it ends or waits too long."""
+    last = ""
+    while True:
+        where = standing(store, experiment_id)
+        if where.progress != last:
+            last = where.progress
+            shown.emit("progress", experiment=experiment_id, phase=where.phase,
+                       progress=where.progress)  # fmt: skip
+            if not shown.json and not where.waiting:
+                out.print(f"[dim]{esc(where.phase)}: {esc(where.progress)}[/]")
+        if where.phase in TERMINAL_PHASES:
+            return
+        now = clock()
+        note = patience.observe(
+            now, mark=_mark(where), reason=where.progress if where.waiting else None
+        )
+        if note is not None:
+            shown.waiting(note, experiment=experiment_id)
+        if patience.expired(now):
+            _give_up(experiment_id, patience, now, out, shown, finish_with)
+        time.sleep(patience.sleep_s(now, _POLL_S))
+
+
+def _give_up(
+    experiment_id: int,
+    patience: Patience,
+    now: float,
+    out: Console,
+    shown: ProgressOut,
+    finish_with: str,
+) -> NoReturn:
+    waited_s = patience.waited_s(now)
+    reason = patience.reason or "waiting"
+    shown.emit("gave_up", experiment=experiment_id, reason=reason,
+               waited_s=round(waited_s, 1), wait_s=patience.limit_s, command=finish_with,
+               exit_status=EXIT_WAITING)  # fmt: skip
+    out.print(
+        f"[bold yellow]gave up[/] after waiting {duration_text(waited_s)} "
+        f"({esc(reason)}): experiment {experiment_id} stays queued, held by no processor. "
+        f"`{esc(finish_with)}` finishes it; `hairline status {experiment_id}` follows it, "
+        f"`hairline report {experiment_id}` reports on it once done, `hairline cancel "
+        f"{experiment_id}` drops it."
+    )
+    raise SystemExit(EXIT_WAITING)
+
+
+def _finish_with(backend: str, ray_address: str | None, home: Path, db_url: str | None) -> str:
+    """The `hairline lab process` that takes up an experiment this command left queued."""
+    words = ["hairline lab process"]
+    if backend != "local":
+        words.append(f"--backend {backend} --ray-address {ray_address}")
+    if db_url:
+        words.append("--db URL")  # the URL may hold a password: not in a CI log
+    elif home != DEFAULT_HOME:
+        words.append(f"--home {home}")
+    return " ".join(words)
+
+
+def _lab_command(kind: str) -> Callable[..., None]:
+    def command(
+        file: Path,
+        db_url: str | None,
+        home: Path,
+        check: bool,
+        no_process: bool,
+        no_wait: bool,
+        lease_s: float,
+        wait_s: float,
+        progress_mode: str,
+        cpus_per_host: int | None,
+        priority: int | None,
+        backend: str,
+        ray_address: str | None,
+        json_path: Path | None,
+        markdown_path: Path | None,
+        html_path: Path | None,
+    ) -> None:
+        out = console(json_path, markdown_path)
+        config = load_experiment_file(file)
+        if priority is not None:
+            config = config.model_copy(update={"priority": priority})
+        if check:
+            out.print(
+                f"{esc(str(file))}: ok ({config.service.name}, arms "
+                f"{', '.join(config.arms)}, {_trials_text(config)}, {config.design.name}, "
+                f"{_rate_text(config)})"
+            )
+            sys.exit(EXIT_OK)
+        options = chosen_backend(backend, ray_address)
+        store = open_store(db_url, home=home)
+        try:
+            experiment_id = execute(
+                config, kind=kind, store=store, no_process=no_process, no_wait=no_wait,
+                lease_s=lease_s, cpus_per_host=cpus_per_host, out=out, backend=options,
+                wait_s=wait_s, progress=ProgressOut(out, progress_mode),
+                finish_with=_finish_with(backend, ray_address, home, db_url),
+            )  # fmt: skip
+            if no_process and no_wait:
+                sys.exit(EXIT_OK)
+            report = emit_reports(
+                store, experiment_id, out,
+                json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+            )  # fmt: skip
+        finally:
+            store.close()
+        sys.exit(exit_code(report))
+
+    return command
+
+
+_RUN_HELP = f"""Run an A/B experiment file: build, allocate hosts, run the trials, analyse.
+
+Exit status: 0 no regression, 1 a regression, 2 an error (or the experiment failed), 3
+gave up waiting for hosts or a Ray head (--wait-s, default {RUN_WAIT_S:g} s): the
+experiment stays queued for `hairline lab process`.
+"""
+_AA_HELP = f"""Run an A/A experiment (the baseline on every arm) and keep it as history.
+
+The service's A/A runs are what adaptive model selection and the CI test learn from.
+Exit status: 0 done, 2 an error (or the experiment failed), 3 gave up waiting (--wait-s,
+default {RUN_WAIT_S:g} s).
+"""
+
+for _name, _kind, _help in (("run", "ab", _RUN_HELP), ("aa", "aa", _AA_HELP)):
+    _fn = _lab_command(_kind)
+    _fn.__doc__ = _help
+    _fn = report_options(_run_options(store_options(_fn)))
+    _fn = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))(_fn)
+    main.command(name=_name, help=_help)(_fn)

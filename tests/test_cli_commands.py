@@ -1,0 +1,53 @@
+"""Every command and option of the lab's commands, as they were before cli/lab.py was split
+into run, experiments, demo and lab: none lost, none renamed (new ones may be added)."""
+
+from __future__ import annotations
+
+import click
+
+from hairline.cli import main
+
+BEFORE_THE_SPLIT = {
+    "aa": ["--backend", "--check", "--cpus-per-host", "--db", "--home", "--html", "--json",
+           "--lease-s", "--markdown", "--no-process", "--no-wait", "--priority",
+           "--ray-address", "FILE"],
+    "cancel": ["--db", "--home", "--wait", "EXPERIMENT_ID"],
+    "demo": ["--db", "--duration-s", "--home", "--html", "--json", "--markdown", "--rate",
+             "--regress-cpu", "--trials"],
+    "lab factors": ["--cov-from", "--db", "--home", "--json", "--metric", "--min-runs",
+                    "--service"],
+    "lab hosts": ["--cpus-per-host", "--db", "--home", "--json"],
+    "lab process": ["--backend", "--cpus-per-host", "--db", "--home", "--lease-s", "--once",
+                    "--poll-s", "--ray-address"],
+    "lab quota": ["--db", "--home", "--region", "MAX_HOSTS", "TEAM"],
+    "report": ["--db", "--home", "--html", "--json", "--markdown", "--reanalyse",
+               "EXPERIMENT_ID"],
+    "run": ["--backend", "--check", "--cpus-per-host", "--db", "--home", "--html", "--json",
+            "--lease-s", "--markdown", "--no-process", "--no-wait", "--priority",
+            "--ray-address", "FILE"],
+    "status": ["--db", "--home", "--json", "EXPERIMENT_ID"],
+    "agent start": ["--address", "--cpus", "--db", "--head", "--home", "--housekeeping-cpus",
+                    "--json", "--name", "--node-ip", "--port", "--ray-temp-dir", "--region",
+                    "--server-type"],
+    "agent stop": ["--db", "--force", "--head", "--home", "--json", "--name"],
+}  # fmt: skip
+
+
+def commands(group: click.Group, prefix: str = "") -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found.update(commands(command, f"{prefix}{name} "))
+        else:
+            found[prefix + name] = {
+                "/".join(p.opts) if isinstance(p, click.Option) else str(p.name).upper()
+                for p in command.params
+            }
+    return found
+
+
+def test_every_command_and_option_of_before_the_split_is_still_there() -> None:
+    now = commands(main)
+    for name, options in BEFORE_THE_SPLIT.items():
+        assert name in now, f"`hairline {name}` is gone"
+        assert set(options) <= now[name], (name, set(options) - now[name])
