@@ -324,13 +324,26 @@ def live_processes_with(marker: str) -> list[int]:
 # A Ray cluster on this one machine: the ray backend's tests (tests/lab/test_ray_e2e.py).
 # --------------------------------------------------------------------------------------
 
-# Worker nodes on loopback addresses of their own; each is a test machine with one host.
-# Every node's daemons are pinned to the other CPU than its host's (a 2-CPU machine has
-# no CPU to spare for them).
+
+@dataclass(frozen=True)
+class RayWorker:
+    """A worker node on a loopback address of its own: a test machine with one host on
+    ``cpus``, Ray's daemons on ``housekeeping`` (a 2-CPU machine has no CPU to spare for
+    them, so each node's daemons run on the other CPU than its host's)."""
+
+    ip: str
+    cpus: str
+    housekeeping: str
+    # The one fact the agent takes from its operator rather than the machine: every node
+    # here is the same machine, so a node of another class differs in this alone.
+    server_type: str = "test-vm"
+
+
 RAY_WORKERS = {
-    "w2": ("127.0.0.2", "0", "1"),
-    "w3": ("127.0.0.3", "1", "0"),
-    "w4": ("127.0.0.4", "0", "1"),
+    "w2": RayWorker("127.0.0.2", "0", "1"),
+    "w3": RayWorker("127.0.0.3", "1", "0"),
+    # Started when a test needs it: the spare a lost host's trial moves to.
+    "w4": RayWorker("127.0.0.4", "0", "1"),
 }
 
 
@@ -370,16 +383,22 @@ class RayCluster:
 
     def start_worker(self, name: str) -> str:
         """Start (or restart) a worker node; its `agent start` output."""
-        ip, cpus, housekeeping = RAY_WORKERS[name]
+        node = RAY_WORKERS[name]
         out = self._checked(
-            "agent", "start", "--address", self.address, "--name", name, "--node-ip", ip,
-            "--cpus", cpus, "--housekeeping-cpus", housekeeping, "--region", "lab",
-            "--server-type", "test-vm", "--home", str(self.root / "agents"),
+            "agent", "start", "--address", self.address, "--name", name, "--node-ip", node.ip,
+            "--cpus", node.cpus, "--housekeeping-cpus", node.housekeeping, "--region", "lab",
+            "--server-type", node.server_type, "--home", str(self.root / "agents"),
             "--ray-temp-dir", str(self.root / name),
         )  # fmt: skip
         if name not in self.workers:
             self.workers.append(name)
         return out
+
+    def ensure_worker(self, name: str) -> None:
+        """Start a worker node the session has not started yet (it stays for the rest of
+        the session, as w2 and w3 do)."""
+        if name not in self.workers:
+            self.start_worker(name)
 
     def stop(self, name: str) -> None:
         what = ["--head"] if name == "head" else ["--name", name]

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from experiment_files import write_experiment
 from sqlalchemy import select
 
 from conftest import live_processes_with
@@ -24,83 +25,14 @@ from hairline.store.db import open_store
 from hairline.store.models import Experiment, Host, Run, Trial
 from hairline.store.observations import read_observations
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
-
-SERVICE = """\
-[service]
-name = "sample-{tag}"
-start = "{start}"
-health = "{health}"
-health_timeout_s = {health_timeout_s}
-warm = "/warm"
-metrics_path = "/metrics"
-counters = ["sample_downstream_reads_total"]
-
-[service.metrics]
-cpu_ns_per_request = {{ threshold = "2%" }}
-anon_memory_bytes = {{ threshold = "5%" }}
-"""
-
-EXPERIMENT = """\
-service = "service.toml"
-trace = "{trace}"
-
-[arms.A]
-[arms.B]
-args = {b_args}
-
-[load]
-rate_per_s = {rate_per_s}
-duration_s = {duration_s}
-warmup_duration_s = 0.5
-
-[design]
-trials = {trials}
-
-[analysis]
-model = "{model}"
-alpha = {alpha}
-"""
+REGRESSED_B = {"A": {}, "B": {"args": ["--regress-cpu", "0.10"]}}
 
 
-def write_experiment(
-    folder: Path,
-    *,
-    tag: str,
-    b_args: str = "[]",
-    trials: int = 4,
-    duration_s: float = 1.5,
-    rate_per_s: float = 300,
-    model: str = "adaptive",
-    alpha: float = 0.05,
-    health: str = "/healthz",
-    health_timeout_s: float = 10,
-    extra: str = "",
-    daemon: str | None = None,
-) -> Path:
-    """An experiment of the sample service; ``daemon`` makes its start command also leave a
-    ``sleep <daemon>`` behind in a session of its own, as a daemonising service does."""
-    folder.mkdir(parents=True, exist_ok=True)
-    start = f"{{engine}} sample-service --port {{port}} --warmup-s 0.3 {extra}"
-    if daemon is not None:
-        start = f"sh -c 'setsid sleep {daemon} </dev/null >/dev/null 2>&1 & exec {start}'"
-    (folder / "service.toml").write_text(
-        SERVICE.format(tag=tag, health=health, health_timeout_s=health_timeout_s, start=start)
-    )
-    path = folder / "experiment.toml"
-    path.write_text(
-        EXPERIMENT.format(
-            trace=EXAMPLE / "trace.jsonl",
-            b_args=b_args,
-            trials=trials,
-            duration_s=duration_s,
-            rate_per_s=rate_per_s,
-            model=model,
-            alpha=alpha,
-        )
-    )
-    return path
+def daemonising(marker: str) -> str:
+    """A start command that also leaves ``sleep <marker>`` behind in a session of its own,
+    as a daemonising service does."""
+    return f"sh -c 'setsid sleep {marker} </dev/null >/dev/null 2>&1 & exec {{command}}'"
 
 
 def hairline(
@@ -155,11 +87,10 @@ def test_a_10_percent_cpu_regression_is_flagged(tmp_path: Path, engine_path: Pat
     path = write_experiment(
         tmp_path / "ab",
         tag="ab",
-        b_args='["--regress-cpu", "0.10"]',
-        trials=7,
-        duration_s=2.0,
-        rate_per_s=2500,
-    )
+        arms=REGRESSED_B,
+        load={"rate_per_s": 2500, "duration_s": 2.0},
+        design={"trials": 7},
+    ).path
     home = tmp_path / "home"
     out = tmp_path / "report.json"
     done = hairline("run", str(path), "--json", str(out), "--markdown", str(tmp_path / "r.md"),
@@ -186,11 +117,11 @@ def test_an_aa_experiment_is_not_flagged_and_becomes_history(
     path = write_experiment(
         tmp_path / "aa",
         tag="aa",
-        b_args='["--regress-cpu", "0.10"]',
-        duration_s=2.0,
-        rate_per_s=800,
-        alpha=0.01,
-    )
+        arms=REGRESSED_B,
+        load={"rate_per_s": 800, "duration_s": 2.0},
+        design={"trials": 4},
+        analysis={"alpha": 0.01},
+    ).path
     home = tmp_path / "home"
     out = tmp_path / "aa.json"
     done = hairline("aa", str(path), "--json", str(out), home=home, engine=engine_path)
@@ -214,8 +145,8 @@ def test_a_health_check_that_never_passes_fails_the_experiment_clearly(
     tmp_path: Path, engine_path: Path
 ) -> None:
     path = write_experiment(
-        tmp_path / "sick", tag="sick", health="/never-healthy", health_timeout_s=1.5
-    )
+        tmp_path / "sick", tag="sick", service={"health": "/never-healthy", "health_timeout_s": 1.5}
+    ).path
     home = tmp_path / "home"
     done = hairline("run", str(path), home=home, engine=engine_path)
     assert done.returncode == 2, done.stdout + done.stderr
@@ -234,9 +165,14 @@ def test_a_health_check_that_never_passes_fails_the_experiment_clearly(
 def test_a_file_with_several_mistakes_reports_them_all_and_runs_nothing(
     tmp_path: Path, engine_path: Path
 ) -> None:
-    path = write_experiment(tmp_path / "bad", tag="bad", trials=0, extra="{cores}")
-    text = path.read_text().replace("rate_per_s = 300", "rate_per_s = -1")
-    path.write_text(text.replace("[arms.B]", "[arms.B]\npth = 'x'"))
+    path = write_experiment(
+        tmp_path / "bad",
+        tag="bad",
+        arms={"A": {}, "B": {"pth": "x"}},
+        load={"rate_per_s": -1},
+        design={"trials": 0},
+        start_args="{cores}",
+    ).path
     home = tmp_path / "home"
     done = hairline("run", str(path), home=home, engine=engine_path)
     assert done.returncode == 2
@@ -254,7 +190,9 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_no_trial_is_lost_or_doub
     tmp_path: Path, engine_path: Path
 ) -> None:
     marker = f"{5000 + os.getpid() % 1000}.25"
-    path = write_experiment(tmp_path / "kill", tag="kill", trials=3, duration_s=2.0, daemon=marker)
+    path = write_experiment(
+        tmp_path / "kill", tag="kill", load={"duration_s": 2.0}, wrap=daemonising(marker)
+    ).path
     home = tmp_path / "home"
     queued = hairline("run", str(path), "--no-process", "--no-wait", home=home,
                       engine=engine_path)  # fmt: skip
@@ -321,8 +259,13 @@ def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
 ) -> None:
     marker = f"{6000 + os.getpid() % 1000}.5"
     path = write_experiment(
-        tmp_path / "d", tag="daemon", trials=1, duration_s=0.5, model="welch-none", daemon=marker
-    )
+        tmp_path / "d",
+        tag="daemon",
+        load={"duration_s": 0.5},
+        design={"trials": 1},
+        analysis={"model": "welch-none"},
+        wrap=daemonising(marker),
+    ).path
     home = tmp_path / "home"
     done = hairline("run", str(path), home=home, engine=engine_path)
     assert done.returncode in (0, 1), done.stdout + done.stderr
@@ -347,8 +290,8 @@ def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
     assert reason(again) != "as stored"
 
     path = write_experiment(
-        tmp_path / "i", tag="daemon-int", trials=3, duration_s=2.0, daemon=marker
-    )
+        tmp_path / "i", tag="daemon-int", load={"duration_s": 2.0}, wrap=daemonising(marker)
+    ).path
     env = {**os.environ, "HAIRLINE_ENGINE": str(engine_path)}
     run = subprocess.Popen(
         [*HAIRLINE, "run", str(path), "--home", str(home)],
@@ -406,18 +349,16 @@ def test_the_nginx_example_builds_each_arm_once_and_then_from_the_cache(
 def test_a_batch_whose_arm_dies_is_run_again_and_the_report_says_why(
     tmp_path: Path, engine_path: Path
 ) -> None:
-    folder = tmp_path / "crash"
-    path = write_experiment(folder, tag="crash", trials=1, duration_s=1.5, model="welch-none")
     # The first arm ever started is killed a second after it starts; every later one lives.
     flag = tmp_path / "crashed-once"
-    service = (folder / "service.toml").read_text()
-    start = "{engine} sample-service --port {port} --warmup-s 0.3 "
-    crashing = (
-        f"sh -c 'if mkdir {flag} 2>/dev/null; then (sleep 1.0; kill -9 $$) & fi; exec {start}'"
-    )
-    (folder / "service.toml").write_text(
-        service.replace(f'start = "{start}"', f'start = "{crashing}"')
-    )
+    path = write_experiment(
+        tmp_path / "crash",
+        tag="crash",
+        design={"trials": 1},
+        analysis={"model": "welch-none"},
+        wrap=f"sh -c 'if mkdir {flag} 2>/dev/null; then (sleep 1.0; kill -9 $$) & fi; "
+        "exec {command}'",
+    ).path
     home = tmp_path / "home"
     out = tmp_path / "report.json"
     done = hairline("run", str(path), "--json", str(out), home=home, engine=engine_path)
@@ -444,10 +385,12 @@ def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled
     tmp_path: Path, engine_path: Path
 ) -> None:
     path = write_experiment(
-        tmp_path / "auto", tag="auto", b_args='["--regress-cpu", "0.30"]', duration_s=1.0
-    )
-    text = path.read_text().replace("rate_per_s = 300\n", "target_utilization = 0.5\n")
-    path.write_text(text.replace("trials = 4", 'trials = "auto"\nmax_trials = 8'))
+        tmp_path / "auto",
+        tag="auto",
+        arms={"A": {}, "B": {"args": ["--regress-cpu", "0.30"]}},
+        load={"rate_per_s": None, "target_utilization": 0.5, "duration_s": 1.0},
+        design={"trials": "auto", "max_trials": 8},
+    ).path
     home = tmp_path / "home"
     out = tmp_path / "report.json"
     done = hairline("run", str(path), "--json", str(out), home=home, engine=engine_path)
@@ -476,7 +419,9 @@ def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled
 def test_a_running_experiment_is_cancelled_between_batches_and_leaves_nothing(
     tmp_path: Path, engine_path: Path
 ) -> None:
-    path = write_experiment(tmp_path / "c", tag="cancel", trials=5, duration_s=2.0)
+    path = write_experiment(
+        tmp_path / "c", tag="cancel", load={"duration_s": 2.0}, design={"trials": 5}
+    ).path
     home = tmp_path / "home"
     queued = hairline("run", str(path), "--no-process", "--no-wait", home=home,
                       engine=engine_path)  # fmt: skip

@@ -20,74 +20,17 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+from experiment_files import write_experiment
 from sqlalchemy import select
 
-from conftest import RayCluster, live_processes_with
+from conftest import RAY_WORKERS, RayCluster, live_processes_with
 from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Host, Run, Trial
 from hairline.store.observations import read_observations
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
-
-SERVICE = """\
-[service]
-name = "sample-ray-{tag}"
-start = "{{engine}} sample-service --host {{host}} --port {{port}} --warmup-s {warmup}"
-health = "/healthz"
-warm = "/warm"
-metrics_path = "/metrics"
-counters = ["sample_downstream_reads_total"]
-
-[service.metrics]
-cpu_ns_per_request = {{ threshold = "2%" }}
-"""
-
-EXPERIMENT = """\
-service = "service.toml"
-trace = "{trace}"
-
-[arms.A]
-[arms.B]
-args = {b_args}
-
-[load]
-rate_per_s = {rate_per_s}
-duration_s = {duration_s}
-warmup_duration_s = 0.5
-
-[design]
-trials = {trials}
-"""
-
-
-def write_experiment(
-    folder: Path,
-    *,
-    tag: str,
-    b_args: str = "[]",
-    trials: int = 3,
-    duration_s: float = 1.5,
-    rate_per_s: float = 800,
-) -> tuple[Path, str]:
-    """An experiment of the sample service bound to its node's address; and the marker in
-    its arms' command lines (a warm-up time no other test uses) to find them by."""
-    folder.mkdir(parents=True, exist_ok=True)
-    marker = f"0.3{os.getpid() % 1000:03d}{sum(map(ord, tag)) % 100:02d}"
-    (folder / "service.toml").write_text(SERVICE.format(tag=tag, warmup=marker))
-    path = folder / "experiment.toml"
-    path.write_text(
-        EXPERIMENT.format(
-            trace=EXAMPLE / "trace.jsonl",
-            b_args=b_args,
-            trials=trials,
-            duration_s=duration_s,
-            rate_per_s=rate_per_s,
-        )
-    )
-    return path, f"--warmup-s {marker}"
 
 
 @pytest.fixture
@@ -145,7 +88,17 @@ def assert_no_arm_left(marker: str, within_s: float = 10.0) -> float:
     return time.monotonic() - started
 
 
-def assert_each_trial_done_once(store: Store, eid: int, trials: int, interrupted: int) -> None:
+def assert_each_trial_done_once(
+    store: Store,
+    eid: int,
+    *,
+    trials: int,
+    interrupted: int | None = None,
+    arms: tuple[str, ...] = ("A", "B"),
+    batches: int = 2,
+) -> None:
+    """The experiment is done, each trial done once (``interrupted`` twice), no host held,
+    and its observations hold each trial's batches of every arm exactly once."""
     with store.transaction() as session:
         row = session.get(Experiment, eid)
         assert row is not None and row.phase == "done", row and (row.phase, row.failure)
@@ -161,7 +114,9 @@ def assert_each_trial_done_once(store: Store, eid: int, trials: int, interrupted
     cpu = table.filter(pc.equal(table["metric"], "cpu_ns_per_request"))
     keys = list(zip(cpu["trial"].to_pylist(), cpu["batch"].to_pylist(), cpu["arm"].to_pylist(),
                     strict=True))  # fmt: skip
-    assert sorted(keys) == sorted((t, b, a) for t in range(trials) for b in (0, 1) for a in "AB")
+    assert sorted(keys) == sorted(
+        (t, b, a) for t in range(trials) for b in range(batches) for a in arms
+    )
     assert sorted(p.name for p in artifacts.glob("trial-*.parquet")) == [
         f"trial-{i}.parquet" for i in range(trials)
     ]
@@ -180,14 +135,16 @@ def node_process(name: str, needle: str) -> int:
 def test_the_nodes_run_pinned_away_from_their_hosts_and_registered_their_facts(
     ray_cluster: RayCluster, store: Store
 ) -> None:
-    for name, (ip, cpus, housekeeping) in [("w2", ("127.0.0.2", "0", "1")),
-                                           ("w3", ("127.0.0.3", "1", "0"))]:  # fmt: skip
-        raylet = node_process("raylet", f"--node_ip_address={ip}")
+    for name in ("w2", "w3"):
+        node = RAY_WORKERS[name]
+        raylet = node_process("raylet", f"--node_ip_address={node.ip}")
         status = Path(f"/proc/{raylet}/status").read_text()
-        assert f"Cpus_allowed_list:\t{housekeeping}\n" in status, (name, status)
+        assert f"Cpus_allowed_list:\t{node.housekeeping}\n" in status, (name, status)
         with store.transaction() as session:
             host = session.scalars(select(Host).where(Host.name == name)).one()
-        assert (host.backend, host.address, host.cpus, host.region) == ("ray", ip, cpus, "lab")
+        assert (host.backend, host.address, host.cpus, host.region) == (
+            "ray", node.ip, node.cpus, "lab"
+        )  # fmt: skip
         assert host.server_type == "test-vm" and host.healthy and host.enabled
         assert host.kernel == os.uname().release and host.cpu_arch == os.uname().machine
     # The token is in a file, never on a command line.
@@ -201,10 +158,14 @@ def test_an_ab_on_two_worker_nodes_gets_the_verdict_of_the_local_backend(
 ) -> None:
     # As tests/lab/test_lab_e2e.py's 10% regression: seven trials (the trimmed t has some
     # power without A/A history) at 2,500/s, which keeps the service busy.
-    path, marker = write_experiment(
-        tmp_path / "ab", tag="ab", b_args='["--regress-cpu", "0.10"]', trials=7,
-        duration_s=2.0, rate_per_s=2500,
-    )  # fmt: skip
+    exp = write_experiment(
+        tmp_path / "ab",
+        tag="ray-ab",
+        arms={"A": {}, "B": {"args": ["--regress-cpu", "0.10"]}},
+        load={"rate_per_s": 2500, "duration_s": 2.0},
+        design={"trials": 7},
+    )
+    path = exp.path
     on_ray = ray_cluster.hairline(
         "run", str(path), *ray_args(ray_cluster), "--json", str(tmp_path / "ray.json"),
         "--home", str(tmp_path / "home"), timeout_s=500,
@@ -242,15 +203,15 @@ def test_an_ab_on_two_worker_nodes_gets_the_verdict_of_the_local_backend(
     assert (runs / "t0b0a1-A.log").exists()
     batch = json.loads((runs / "t0b0a1.batch.json").read_text())
     assert {by.split(" on ")[-1] for by in batch["measured_by"].values()} == {"w2", "w3"}
-    assert_no_arm_left(marker)
+    assert_no_arm_left(exp.marker)
 
 
 def test_a_worker_node_killed_mid_trial_has_its_trial_run_again_on_another_host(
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
-    if "w4" not in ray_cluster.workers:
-        ray_cluster.start_worker("w4")  # the spare the interrupted trial moves to
-    path, marker = write_experiment(tmp_path / "lost", tag="lost")
+    ray_cluster.ensure_worker("w4")  # the spare the interrupted trial moves to
+    exp = write_experiment(tmp_path / "lost", tag="lost")
+    path, marker = exp.path, exp.marker
     home = str(tmp_path / "home")
     eid = experiment_id(ray_cluster.hairline("run", str(path), "--no-process", "--no-wait",
                                              "--home", home))  # fmt: skip
@@ -287,12 +248,13 @@ def test_a_worker_node_killed_mid_trial_has_its_trial_run_again_on_another_host(
 def test_a_processor_killed_mid_trial_is_taken_over_and_its_arms_die_with_it(
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
-    path, marker = write_experiment(tmp_path / "kill", tag="kill")
     # No rate in the file: the calibration runs first, on the nodes as the trials do.
-    path.write_text(
-        path.read_text().replace("rate_per_s = 800\n", "target_utilization = 0.3\n"
-                                 "warmup_rate_per_s = 300\n")
-    )  # fmt: skip
+    exp = write_experiment(
+        tmp_path / "kill",
+        tag="kill",
+        load={"rate_per_s": None, "target_utilization": 0.3, "warmup_rate_per_s": 300},
+    )
+    path, marker = exp.path, exp.marker
     home = str(tmp_path / "home")
     eid = experiment_id(ray_cluster.hairline("run", str(path), "--no-process", "--no-wait",
                                              "--home", home))  # fmt: skip
@@ -334,7 +296,8 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_its_arms_die_with_it(
 def test_a_dead_head_fails_the_batch_cleanly_and_the_experiment_resumes_with_a_new_one(
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
-    path, marker = write_experiment(tmp_path / "head", tag="head")
+    exp = write_experiment(tmp_path / "head", tag="head")
+    path, marker = exp.path, exp.marker
     home = str(tmp_path / "home")
     eid = experiment_id(ray_cluster.hairline("run", str(path), "--no-process", "--no-wait",
                                              "--home", home))  # fmt: skip
