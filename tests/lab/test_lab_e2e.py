@@ -20,6 +20,7 @@ from experiment_files import write_experiment
 from sqlalchemy import select
 
 from conftest import live_processes_with
+from hairline.lab.trials import cgroup_prefix
 from hairline.procs import group_alive
 from hairline.store.db import open_store
 from hairline.store.models import Experiment, Host, Run, Trial
@@ -53,22 +54,25 @@ def assert_no_daemon(marker: str) -> None:
     assert live_processes_with(marker) == []
 
 
-def arm_cgroups() -> list[str]:
-    """hairline's arm cgroups on this machine, in every hierarchy."""
+def arm_cgroups(prefixes: tuple[str, ...]) -> list[str]:
+    """The arm cgroups on this machine, in every hierarchy, whose names start with one of
+    ``prefixes`` (other labs on this machine may be running experiments of their own)."""
     found = []
     for hierarchy in Path("/sys/fs/cgroup").iterdir():
         for base in hierarchy.rglob("hairline"):
-            found += [d.name for d in base.iterdir() if d.is_dir() and d.name.startswith("hl")]
+            found += [d.name for d in base.iterdir() if d.is_dir() and d.name.startswith(prefixes)]
     return found
 
 
 def assert_nothing_left(home: Path) -> None:
-    """No arm of any experiment alive, no host allocated, no arm cgroup left."""
+    """No arm of any experiment in ``home`` alive, no host allocated, no arm cgroup left."""
     store = open_store(home=home)
     try:
         with store.transaction() as session:
             groups = [g for g in session.scalars(select(Run.pgid)) if g is not None]
             held = session.scalars(select(Host.name).where(Host.experiment_id.is_not(None))).all()
+            ids = session.scalars(select(Experiment.id)).all()
+        prefixes = tuple(cgroup_prefix(store, i) for i in ids)
     finally:
         store.close()
     deadline = time.monotonic() + 5
@@ -76,7 +80,7 @@ def assert_nothing_left(home: Path) -> None:
         time.sleep(0.1)
     assert [g for g in groups if group_alive(g)] == []
     assert held == []
-    assert arm_cgroups() == []
+    assert arm_cgroups(prefixes) == []
 
 
 @pytest.mark.slow
