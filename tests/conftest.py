@@ -342,8 +342,11 @@ class RayWorker:
 RAY_WORKERS = {
     "w2": RayWorker("127.0.0.2", "0", "1"),
     "w3": RayWorker("127.0.0.3", "1", "0"),
-    # Started when a test needs it: the spare a lost host's trial moves to.
+    # Started when a test needs it: a third host of the class (three-sided experiments,
+    # the spare a lost host's trial moves to) ...
     "w4": RayWorker("127.0.0.4", "0", "1"),
+    # ... and a host of another class, for hardware mode.
+    "w5": RayWorker("127.0.0.5", "1", "0", server_type="test-vm-b"),
 }
 
 

@@ -1,5 +1,6 @@
 """The ray backend end to end: PostgreSQL, a Ray head and worker nodes on this machine
-(127.0.0.1, .2, .3; a spare on .4), `hairline run --backend ray` on the sample service.
+(127.0.0.1, .2, .3; a third host of the class on .4 and a host of another class on .5,
+started by the tests that need them), `hairline run --backend ray` on the sample service.
 
 Each test runs the real commands and then checks what a user would: the verdict, the
 database (each trial done exactly once), and that nothing is left behind (no arm process
@@ -25,7 +26,7 @@ from sqlalchemy import select
 
 from conftest import RAY_WORKERS, RayCluster, live_processes_with
 from hairline.store.db import Store, open_store
-from hairline.store.models import Experiment, Host, Run, Trial
+from hairline.store.models import Experiment, Host, Run, Trial, VerdictRow
 from hairline.store.observations import read_observations
 
 pytestmark = pytest.mark.slow
@@ -203,6 +204,141 @@ def test_an_ab_on_two_worker_nodes_gets_the_verdict_of_the_local_backend(
     assert (runs / "t0b0a1-A.log").exists()
     batch = json.loads((runs / "t0b0a1.batch.json").read_text())
     assert {by.split(" on ")[-1] for by in batch["measured_by"].values()} == {"w2", "w3"}
+    assert_no_arm_left(exp.marker)
+
+
+def runs_on_hosts(store: Store, eid: int) -> list[tuple[int, int, str, str, dict[str, str]]]:
+    """Each stored run of the experiment: (trial, batch, arm, host name, the host's facts
+    as recorded with the run)."""
+    with store.transaction() as session:
+        rows = session.execute(
+            select(Run.trial, Run.batch, Run.arm, Host.name, Run.facts)
+            .join(Host, Run.host_id == Host.id).where(Run.experiment_id == eid)
+        ).all()  # fmt: skip
+    return [(t, b, arm, name, json.loads(facts)) for t, b, arm, name, facts in rows]
+
+
+def test_hardware_mode_runs_each_arm_on_a_host_of_its_class_and_compares_the_hardware(
+    ray_cluster: RayCluster, store: Store, tmp_path: Path
+) -> None:
+    # w5 is the one node of server type test-vm-b; w2, w3 and w4 are test-vm. They are
+    # one machine, so that is the only fact in which they differ.
+    ray_cluster.ensure_worker("w5")
+    exp = write_experiment(
+        tmp_path / "hw",
+        tag="ray-hw",
+        arms={"A": {"hosts": {"server_type": "test-vm"}},
+              "B": {"hosts": {"server_type": "test-vm-b"}}},
+        design={"mode": "hardware", "trials": 3},
+    )  # fmt: skip
+    done = ray_cluster.hairline(
+        "run", str(exp.path), *ray_args(ray_cluster), "--db", ray_cluster.db_url,
+        "--json", str(tmp_path / "hw.json"), "--markdown", str(tmp_path / "hw.md"),
+        "--home", str(tmp_path / "home"), timeout_s=300,
+    )  # fmt: skip
+    # One build on both: whatever the verdict, the hardware is what it compares.
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    report = json.loads((tmp_path / "hw.json").read_text())
+    eid = report["experiment_id"]
+    assert report["phase"] == "done" and report["trials_done"] == 3
+    assert report["mode"] == "hardware"
+
+    # Each arm stayed on one host of its class in every batch (one batch per trial).
+    runs = runs_on_hosts(store, eid)
+    assert sorted((t, b, arm) for t, b, arm, _, _ in runs) == [
+        (t, 0, arm) for t in range(3) for arm in "AB"
+    ]
+    host_of = {arm: {name for _, _, a, name, _ in runs if a == arm} for arm in "AB"}
+    assert host_of["B"] == {"w5"} and len(host_of["A"]) == 1
+    [a_host] = host_of["A"]
+    assert RAY_WORKERS[a_host].server_type == "test-vm"
+    assert {arm: facts["server_type"] for _, _, arm, _, facts in runs} == {
+        "A": "test-vm", "B": "test-vm-b"
+    }  # fmt: skip
+
+    # The report lists both hosts with their facts, says the arms are host classes, and
+    # finds no other difference between the hosts.
+    hosts = {h["name"]: h for h in report["hosts"]}
+    assert set(hosts) == {a_host, "w5"}
+    assert hosts["w5"]["address"] == "127.0.0.5"
+    assert hosts[a_host]["address"] == RAY_WORKERS[a_host].ip
+    differ = {
+        k for k in hosts["w5"]["facts"] if hosts["w5"]["facts"][k] != hosts[a_host]["facts"].get(k)
+    }
+    assert differ == {"server_type"}
+    [note] = [n for n in report["notes"] if n.startswith("hardware mode")]
+    assert "(A: server type test-vm; B: server type test-vm-b)" in note
+    assert not [n for n in report["notes"] if n.startswith("WARNING")], report["notes"]
+    markdown = (tmp_path / "hw.md").read_text()
+    assert "w5 at 127.0.0.5, CPUs 1" in markdown and "test-vm-b" in markdown
+
+    # The verdict is B's hardware against A's, for every metric, and sets the exit status.
+    analysis = report["analysis"]
+    assert analysis["comparisons"] == [{"arm": "B", "baseline": "A", "deciding": True}]
+    assert {(m["arm"], m["baseline"]) for m in analysis["metrics"]} == {("B", "A")}
+    assert "cpu_ns_per_request" in {m["metric"] for m in analysis["metrics"]}
+    assert (done.returncode == 1) == analysis["regression"]
+    with store.transaction() as session:
+        held = session.scalars(select(Host.name).where(Host.experiment_id == eid)).all()
+    assert held == []
+    assert_no_arm_left(exp.marker)
+
+
+def test_a_three_sided_experiment_runs_each_arm_on_its_own_host_and_the_change_decides(
+    ray_cluster: RayCluster, store: Store, tmp_path: Path
+) -> None:
+    ray_cluster.ensure_worker("w4")  # a third host of the class
+    # Production; its parent 30% costlier (already in production, so only context); the
+    # change is the parent's build: it did nothing, and that decides.
+    costlier = ["--regress-cpu", "0.30"]
+    exp = write_experiment(
+        tmp_path / "three",
+        tag="ray-three",
+        arms={
+            "production": {},
+            "parent": {"args": costlier},
+            "change": {"args": costlier, "baseline": "parent"},
+        },
+        design={"trials": 3},
+    )
+    done = ray_cluster.hairline(
+        "run", str(exp.path), *ray_args(ray_cluster), "--db", ray_cluster.db_url,
+        "--json", str(tmp_path / "three.json"), "--home", str(tmp_path / "home"),
+        timeout_s=300,
+    )  # fmt: skip
+    report = json.loads((tmp_path / "three.json").read_text())
+    eid = report["experiment_id"]
+    arms = ("production", "parent", "change")
+    assert_each_trial_done_once(store, eid, trials=3, arms=arms, batches=3)
+
+    # Every batch has the three arms on three hosts; over a trial each arm visits each.
+    runs = runs_on_hosts(store, eid)
+    for t in range(3):
+        for b in range(3):
+            placed = {arm: name for t_, b_, arm, name, _ in runs if (t_, b_) == (t, b)}
+            assert set(placed) == set(arms) and len(set(placed.values())) == 3, placed
+        for arm in arms:
+            visited = {name for t_, _, a, name, _ in runs if t_ == t and a == arm}
+            assert len(visited) == 3, (t, arm, visited)
+    assert {name for *_, name, _ in runs} == {"w2", "w3", "w4"}
+
+    # Each candidate is compared with its own baseline; only the change decides.
+    with store.transaction() as session:
+        rows = session.scalars(select(VerdictRow).where(VerdictRow.experiment_id == eid)).all()
+    assert {(r.candidate, r.baseline, r.deciding) for r in rows} == {
+        ("parent", "production", False), ("change", "parent", True)
+    }  # fmt: skip
+    verdict = {(r.candidate, r.metric): r.label for r in rows}
+    assert verdict[("parent", "cpu_ns_per_request")] == "regression"
+    # The parent's regression is context: the exit status and the headline follow the
+    # change's verdicts alone. (The change is the parent's build, so its verdicts are an
+    # A/A's: no regression, but a false alarm at the rate of alpha, by design.)
+    deciding_regression = any(r.label == "regression" for r in rows if r.deciding)
+    assert done.returncode == (1 if deciding_regression else 0), done.stdout + done.stderr
+    assert report["regression"] == deciding_regression
+    headline = report["headline"]["text"]
+    assert "not deciding: regression in " in headline, headline
+    assert "cpu_ns_per_request (parent vs production)" in headline, headline
     assert_no_arm_left(exp.marker)
 
 
