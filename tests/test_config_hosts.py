@@ -40,6 +40,8 @@ def test_a_hardware_experiment_reads_with_its_host_classes_priority_and_max_cov(
 ) -> None:
     config = load_experiment(experiment(tmp_path, HARDWARE))
     assert config.design.mode == "hardware" and config.priority == 3
+    # Each arm stays on its host: the schedule run and reported is "pinned".
+    assert config.design.schedule == "pinned"
     assert config.hosts.cov_limit == 0.1
     classes = {name: arm.hosts.facts() for name, arm in config.arms.items() if arm.hosts}
     assert classes == {"xeon": {"cpu_model": "Intel Xeon Platinum 8375C"},
@@ -55,6 +57,7 @@ def test_defaults_are_efficiency_mode_priority_zero_and_max_cov_five_percent(
 ) -> None:
     config = load_experiment(experiment(tmp_path, "[arms.A]\n[arms.B]\n[load]\nduration_s = 2"))
     assert config.design.mode == "efficiency" and config.priority == 0
+    assert config.design.schedule == "fully-balanced"
     assert config.hosts.cov_limit == 0.05
     off = load_experiment(
         experiment(tmp_path, '[arms.A]\n[arms.B]\n[load]\nduration_s = 2\n[hosts]\nmax_cov = "off"')

@@ -109,7 +109,7 @@ class _Display:
 
     def __init__(self, out: Console, config: ExperimentConfig) -> None:
         self.out = out
-        rotates = config.design.name == "fully-balanced" and config.design.mode != "hardware"
+        rotates = config.design.schedule == "fully-balanced"
         self.batches = config.design.planned_trials * len(config.arms if rotates else [0])
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(),
@@ -308,7 +308,7 @@ def _lab_command(kind: str) -> Callable[..., None]:
         if check:
             out.print(
                 f"{esc(str(file))}: ok ({config.service.name}, arms "
-                f"{', '.join(config.arms)}, {_trials_text(config)}, {config.design.name}, "
+                f"{', '.join(config.arms)}, {_trials_text(config)}, {config.design.schedule}, "
                 f"{_rate_text(config)})"
             )
             sys.exit(EXIT_OK)

@@ -107,6 +107,12 @@ class DesignConfig(TomlModel):
         """The trials to make room for: all of them, or at most ``max_trials``."""
         return self.max_trials if self.trials == "auto" else int(self.trials)
 
+    @property
+    def schedule(self) -> Literal["fully-balanced", "request-balanced", "pinned"]:
+        """The schedule the lab runs: in hardware mode each arm stays on its host ("pinned":
+        the hosts are the comparison), else the named design."""
+        return "pinned" if self.mode == "hardware" else self.name
+
 
 class AnalysisConfig(TomlModel):
     model: str = "adaptive"

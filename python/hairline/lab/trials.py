@@ -176,7 +176,7 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         warmup_duration_s=config.load.warmup_duration_s,
         trials=config.design.planned_trials,
         # Hardware mode compares the hosts themselves: no arm moves to another's host.
-        design="pinned" if config.design.mode == "hardware" else config.design.name,
+        design=config.design.schedule,
         workdir=workdir,
         health_timeout_s=service.health_timeout_s,
         warm_timeout_s=service.warm_timeout_s,

@@ -221,7 +221,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         created_at=_time(created) or datetime.now(tz=UTC),
         started_at=_time(started),
         finished_at=_time(finished),
-        design=config.design.name,
+        design=config.design.schedule,
         trials=_trials(config, phase, int(done or 0), trial_notes),
         trials_done=int(done or 0),
         rate_per_s=rate_per_s or config.load.rate_per_s or 0.0,
