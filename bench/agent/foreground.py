@@ -24,22 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from hairline.procs import session_members
+
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 
 
 def session(sid: int) -> list[tuple[int, str]]:
     """(pid, name) of the live processes of session ``sid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                text = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = text.rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                found.append((int(entry.name), text[text.index("(") + 1 : text.rindex(")")]))
-    return found
+    return session_members(sid)
 
 
 class Lab:

@@ -13,8 +13,9 @@ import ctypes
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
-__all__ = ["child_setup", "group_alive", "kill_group", "thread_pinned_to"]
+__all__ = ["child_setup", "group_alive", "kill_group", "session_members", "thread_pinned_to"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -70,3 +71,20 @@ def kill_group(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def session_members(sid: int) -> list[tuple[int, str]]:
+    """(pid, command name) of the live (not zombie) processes of session ``sid``: what a
+    daemon that starts its own session (a Ray node) left running."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:  # it exited meanwhile
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append((int(entry.name), text[text.index("(") + 1 : text.rindex(")")]))
+    return found

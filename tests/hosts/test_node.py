@@ -27,6 +27,7 @@ from sqlalchemy import select
 
 from conftest import RayCluster, live_processes_with
 from hairline.hosts.node import NodeState, StartedNode, agent_of, stop_node, watch_node
+from hairline.procs import session_members
 from hairline.store.db import Store, open_store
 from hairline.store.models import Host
 
@@ -98,17 +99,7 @@ def foreground(ray_cluster: RayCluster, tmp_path: Path) -> Iterator[Foreground]:
 
 def session_of(sid: int) -> list[str]:
     """The live processes of session ``sid``, as "pid name"."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                text = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = text.rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                found.append(f"{entry.name} {text[text.index('(') + 1 : text.rindex(')')]}")
-    return found
+    return [f"{pid} {name}" for pid, name in session_members(sid)]
 
 
 def assert_nothing_left(agent: Foreground) -> None:
