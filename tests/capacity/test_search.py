@@ -1,0 +1,138 @@
+"""The capacity search against a simulated service whose knee is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hairline.capacity.search import (
+    Probe,
+    SearchSettings,
+    bisect_capacity,
+    probe_failure,
+    search_capacity,
+)
+
+SLO_MS = 20.0
+
+
+class SimulatedService:
+    """p99 = SLO * (rate / knee)^8 with 3% noise: it crosses the SLO at ``knee_per_s``.
+
+    Short probes are optimistic, as a real queue is: a probe of a fraction f of the full
+    duration sees the knee ``optimism * (1 - f)`` higher. Rates from ``saturates_at_per_s``
+    up are more than the load generator can send.
+    """
+
+    def __init__(
+        self,
+        knee_per_s: float,
+        *,
+        seed: int,
+        full_s: float = 10.0,
+        optimism: float = 0.0,
+        saturates_at_per_s: float = math.inf,
+    ) -> None:
+        self.knee_per_s = knee_per_s
+        self.full_s = full_s
+        self.optimism = optimism
+        self.saturates_at_per_s = saturates_at_per_s
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, rate_per_s: float, duration_s: float) -> Probe:
+        seen_knee = self.knee_per_s * (1 + self.optimism * (1 - duration_s / self.full_s))
+        p99_ms = SLO_MS * (rate_per_s / seen_knee) ** 8 * math.exp(self.rng.normal(0, 0.03))
+        saturated = rate_per_s >= self.saturates_at_per_s
+        return Probe(
+            rate_per_s=rate_per_s,
+            duration_s=duration_s,
+            served_per_s=min(rate_per_s, seen_knee),
+            p99_ms=p99_ms,
+            error_rate=0.0,
+            cpu_utilization=None,
+            valid=not saturated,
+            note="generator saturated" if saturated else "",
+        )
+
+
+def settings(**changes: float) -> SearchSettings:
+    base = SearchSettings(slo_p99_ms=SLO_MS, start_rate_per_s=100.0, confirm_s=10.0)
+    return SearchSettings(**{**base.__dict__, **changes})
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_both_find_the_knee_within_tolerance_and_the_search_needs_less_load(seed: int) -> None:
+    knee = 1234.0
+    searched = search_capacity(SimulatedService(knee, seed=seed), settings())
+    bisected = bisect_capacity(SimulatedService(knee, seed=seed), settings())
+
+    for outcome in (searched, bisected):
+        assert outcome.stopped_by == "slo"
+        assert outcome.max_rate_per_s == pytest.approx(knee, rel=0.03)
+    assert searched.load_s <= 0.5 * bisected.load_s
+
+
+def test_the_result_passed_at_full_duration() -> None:
+    outcome = search_capacity(SimulatedService(800.0, seed=1, optimism=0.1), settings())
+
+    full = [p for p in outcome.probes if p.duration_s == 10.0]
+    passed = [p.rate_per_s for p in full if probe_failure(p, settings()) is None]
+    assert outcome.max_rate_per_s == max(passed)
+
+
+def test_a_failed_confirmation_moves_the_result_down() -> None:
+    # Short probes see the knee 10% too high: the first confirmation fails.
+    service = SimulatedService(1000.0, seed=3, optimism=0.1)
+    outcome = search_capacity(service, settings())
+
+    confirmations = [p for p in outcome.probes if p.duration_s == 10.0]
+    first = confirmations[0]
+    assert probe_failure(first, settings()) is not None
+    assert first.rate_per_s > 1030
+    assert outcome.max_rate_per_s < first.rate_per_s
+    assert outcome.max_rate_per_s == pytest.approx(1000.0, rel=0.03)
+    assert outcome.stopped_by == "slo"
+
+
+def test_a_saturated_generator_stops_the_search_and_reports_no_capacity() -> None:
+    service = SimulatedService(5000.0, seed=0, saturates_at_per_s=3000.0)
+
+    for search in (search_capacity, bisect_capacity):
+        outcome = search(service, settings())
+        assert outcome.stopped_by == "generator"
+        assert outcome.spoiled
+        assert not outcome.probes[-1].valid
+        assert outcome.max_rate_per_s == 0.0
+
+
+def test_max_rate_caps_the_search() -> None:
+    outcome = search_capacity(SimulatedService(5000.0, seed=0), settings(max_rate_per_s=800.0))
+
+    assert outcome.stopped_by == "max_rate"
+    assert outcome.max_rate_per_s == 800.0
+
+
+def test_a_service_that_fails_at_the_lowest_rate_has_no_capacity() -> None:
+    outcome = search_capacity(SimulatedService(0.5, seed=0), settings(min_rate_per_s=10.0))
+
+    assert outcome.stopped_by == "min_rate"
+    assert outcome.max_rate_per_s == 0.0
+
+
+def test_a_start_above_the_knee_searches_down() -> None:
+    outcome = search_capacity(SimulatedService(300.0, seed=2), settings(start_rate_per_s=5000.0))
+
+    assert outcome.max_rate_per_s == pytest.approx(300.0, rel=0.03)
+
+
+def test_probe_failure_names_what_broke() -> None:
+    ok = Probe(100.0, 1.0, 100.0, 5.0, 0.0, 0.5, valid=True)
+    assert probe_failure(ok, settings()) is None
+    nothing_answered = Probe(100.0, 1.0, 0.0, math.nan, 0.0, 0.5, valid=True)
+    assert "p99" in (probe_failure(nothing_answered, settings()) or "")
+    errors = Probe(100.0, 1.0, 100.0, 5.0, 0.2, 0.5, valid=True)
+    assert "error rate" in (probe_failure(errors, settings()) or "")
+    busy = Probe(100.0, 1.0, 100.0, 5.0, 0.0, 0.95, valid=True)
+    assert "CPU" in (probe_failure(busy, settings(max_cpu_utilization=0.8)) or "")
