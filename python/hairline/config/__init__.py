@@ -35,6 +35,7 @@ from hairline.config.sections import (
     HostClassConfig,
     HostsConfig,
     LoadConfig,
+    ModeConfig,
 )
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "LoadConfig",
     "MetricConfig",
     "MetricPolicy",
+    "ModeConfig",
     "Report",
     "ServiceConfig",
     "Threshold",

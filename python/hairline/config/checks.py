@@ -1,6 +1,6 @@
 """The rules of an experiment file that its models cannot state alone: placeholders and
-metrics of the service, arm sources, the arms' baselines, hardware mode. Each problem is
-reported, not raised, so that one round finds them all.
+metrics of the service, arm sources, the arms' baselines, hardware and capacity mode. Each
+problem is reported, not raised, so that one round finds them all.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hairline.config.experiment import (
     ServiceConfig,
 )
 from hairline.config.policy import BUILTIN_DIRECTIONS, DIRECTIONS, parse_threshold
-from hairline.config.sections import HOST_CLASS_FACTS
+from hairline.config.sections import CAPACITY_FIELDS, HOST_CLASS_FACTS
 from hairline.errors import ConfigError
 
 __all__ = ["Report", "check_experiment", "check_service"]
@@ -79,6 +79,7 @@ def check_experiment(config: ExperimentConfig, path: Path, exp: Report) -> None:
     """The experiment file's rules (``path`` is the file, for the paths it names)."""
     here = path.parent
     _check_hardware_mode(config, exp)
+    _check_capacity_mode(config, exp)
     if not (here / config.trace).is_file():
         exp(("trace",), f"{config.trace!r}: no such file", "give the path relative to this file")
     if len(config.arms) < 2:
@@ -189,6 +190,45 @@ def _check_hardware_mode(config: ExperimentConfig, exp: Report) -> None:
             exp(("arms", name, "hosts"), f"the same host class as arms.{seen[key]}",
                 "give each arm a different class: the arms are what is compared")  # fmt: skip
         seen.setdefault(key, name)
+
+
+# What a capacity batch measures (lab/capacity.py): what decide_on may name in that mode.
+CAPACITY_METRICS = ("max_throughput_per_s",)
+
+
+def _check_capacity_mode(config: ExperimentConfig, exp: Report) -> None:
+    """``[mode]``: agrees with ``[design] mode``; capacity's settings only in capacity
+    mode, where the SLO is required and decide_on names what a capacity batch measures."""
+    mode = config.mode
+    if "name" in mode.model_fields_set and (mode.name == "hardware") != (
+        config.design.mode == "hardware"
+    ):
+        exp(("design", "mode"),
+            f'{config.design.mode!r} contradicts [mode] name = "{mode.name}"',
+            "drop [design] mode: [mode] name says what the experiment measures")  # fmt: skip
+    if mode.name != "capacity":
+        for field in CAPACITY_FIELDS:
+            if field in mode.model_fields_set:
+                exp(("mode", field), f"{field} is a setting of capacity mode",
+                    'set [mode] name = "capacity", or drop it')  # fmt: skip
+        return
+    if mode.slo_p99_ms is None:
+        exp(("mode", "slo_p99_ms"), "capacity mode needs the SLO's p99 latency",
+            "add slo_p99_ms = 50 (milliseconds) to [mode]: the highest rate whose p99 "
+            "stays under it is the arm's capacity")  # fmt: skip
+    start, most = mode.start_rate_per_s, mode.max_rate_per_s
+    if start is not None and most is not None and start > most:
+        exp(("mode", "start_rate_per_s"), f"{start:g} is above max_rate_per_s ({most:g})",
+            "start the search below max_rate_per_s")  # fmt: skip
+    if mode.probe_s > config.load.duration_s:
+        exp(("mode", "probe_s"),
+            f"{mode.probe_s:g} s is longer than [load] duration_s ({config.load.duration_s:g} s)",
+            "short probes find the knee and the full duration confirms it: make probe_s "
+            "shorter than duration_s (1 s against 10 s, say)")  # fmt: skip
+    for metric in config.design.decide_on:
+        if metric not in CAPACITY_METRICS:
+            exp(("design", "decide_on"), f"{metric!r} is not measured in capacity mode",
+                f"use {', '.join(CAPACITY_METRICS)}, or drop decide_on")  # fmt: skip
 
 
 def _template_fields(template: str) -> list[tuple[str, str]]:

@@ -5,8 +5,9 @@ the experiment that holds them with the lab's sections; an arm's start command.
 from __future__ import annotations
 
 import shlex
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from hairline.config.policy import (
     BUILTIN_DIRECTIONS,
@@ -21,6 +22,7 @@ from hairline.config.sections import (
     HostClassConfig,
     HostsConfig,
     LoadConfig,
+    ModeConfig,
     TomlModel,
 )
 
@@ -117,8 +119,32 @@ class ExperimentConfig(TomlModel):
     design: DesignConfig = Field(default_factory=DesignConfig)
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
     hosts: HostsConfig = Field(default_factory=HostsConfig)
+    mode: ModeConfig = Field(default_factory=ModeConfig)
     # The file this came from (for messages); not part of what the experiment does.
     source: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_sets_design_defaults(cls, data: Any) -> Any:
+        """``[mode] name = "hardware"`` pins the arms as ``[design] mode = "hardware"``
+        does; capacity mode decides on ``max_throughput_per_s`` unless ``decide_on`` says
+        otherwise. A conflict between the two tables is left for config/checks.py."""
+        if not isinstance(data, dict) or not isinstance(data.get("mode"), dict):
+            return data
+        design = data.get("design", {})
+        if not isinstance(design, dict):
+            return data
+        name = data["mode"].get("name")
+        if name == "hardware" and "mode" not in design:
+            return {**data, "design": {**design, "mode": "hardware"}}
+        if name == "capacity" and "decide_on" not in design:
+            return {**data, "design": {**design, "decide_on": ["max_throughput_per_s"]}}
+        return data
+
+    @property
+    def mode_name(self) -> Literal["efficiency", "hardware", "capacity"]:
+        """What the experiment measures: ``[mode] name``, or ``[design] mode`` (older)."""
+        return "hardware" if self.design.mode == "hardware" else self.mode.name
 
     @property
     def baseline_arm(self) -> str:

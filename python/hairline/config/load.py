@@ -30,6 +30,7 @@ from hairline.config.sections import (
     HostClassConfig,
     HostsConfig,
     LoadConfig,
+    ModeConfig,
 )
 from hairline.errors import ConfigError
 
@@ -251,6 +252,7 @@ def _known_fields(parent: tuple[str, ...]) -> list[str]:
         ("design",): DesignConfig,
         ("analysis",): AnalysisConfig,
         ("hosts",): HostsConfig,
+        ("mode",): ModeConfig,
     }
     if len(parent) == 2 and parent[0] == "arms":
         return list(ArmConfig.model_fields)

@@ -127,6 +127,8 @@ BUILTIN_DIRECTIONS: dict[str, Direction] = {
     "anon_memory_bytes": "higher-is-worse",
     "peak_memory_bytes": "higher-is-worse",
     "goodput_per_s": "lower-is-worse",
+    # capacity mode: the highest rate an arm sustained under the SLO.
+    "max_throughput_per_s": "lower-is-worse",
     "error_rate": "higher-is-worse",
     "latency_us": "higher-is-worse",
     "latency_p50_us": "higher-is-worse",

@@ -1,5 +1,5 @@
-"""The lab's sections of an experiment file: ``[load]``, ``[design]``, ``[analysis]``,
-``[hosts]``, and the host class an arm names in hardware mode.
+"""The lab's sections of an experiment file: ``[mode]``, ``[load]``, ``[design]``,
+``[analysis]``, ``[hosts]``, and the host class an arm names in hardware mode.
 """
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "CAPACITY_FIELDS",
     "HOST_CLASS_FACTS",
     "AnalysisConfig",
     "DesignConfig",
     "HostClassConfig",
     "HostsConfig",
     "LoadConfig",
+    "ModeConfig",
     "TomlModel",
 ]
 
@@ -112,6 +114,37 @@ class DesignConfig(TomlModel):
         """The schedule the lab runs: in hardware mode each arm stays on its host ("pinned":
         the hosts are the comparison), else the named design."""
         return "pinned" if self.mode == "hardware" else self.name
+
+
+# capacity mode's settings: given in any other mode they are an error (config/checks.py).
+CAPACITY_FIELDS = (
+    "slo_p99_ms",
+    "max_error_rate",
+    "max_cpu_utilization",
+    "probe_s",
+    "tolerance",
+    "start_rate_per_s",
+    "max_rate_per_s",
+)
+
+
+class ModeConfig(TomlModel):
+    """``[mode]``: what an experiment measures (docs/capacity.md). "efficiency": the cost
+    of serving the same replay (the default); "hardware": one build on different machines
+    (also ``[design] mode = "hardware"``); "capacity": the highest rate each arm sustains
+    under the SLO (``slo_p99_ms``, ``max_error_rate``, optionally
+    ``max_cpu_utilization``), found by short probes of ``probe_s`` and confirmed at
+    ``[load] duration_s``, to ``tolerance``."""
+
+    name: Literal["efficiency", "hardware", "capacity"] = "efficiency"
+    slo_p99_ms: float | None = Field(default=None, gt=0)
+    max_error_rate: float = Field(default=0.01, ge=0, le=1)
+    # A fraction of the arm's CPU set (1.0: every CPU of the host busy all the time).
+    max_cpu_utilization: float | None = Field(default=None, gt=0, le=1)
+    probe_s: float = Field(default=1.0, gt=0)
+    tolerance: float = Field(default=0.02, gt=0, lt=0.5)
+    start_rate_per_s: float | None = Field(default=None, gt=0)
+    max_rate_per_s: float | None = Field(default=None, gt=0)
 
 
 class AnalysisConfig(TomlModel):
