@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use hairline_engine::{load, record, sample_service};
+use hairline_engine::{load, record, sample_cache, sample_service};
 
 #[derive(Parser)]
 #[command(name = "hairline-engine", version, about = "hairline's data plane")]
@@ -23,6 +23,8 @@ enum Command {
     Record(record::RecordArgs),
     /// Serve a realistic service with heavy-tailed request costs and regression knobs.
     SampleService(sample_service::SampleServiceArgs),
+    /// Serve a memcached-like cache of limited capacity, a dependency for sample services.
+    SampleCache(sample_cache::SampleCacheArgs),
     /// Write a synthetic JSONL trace for the sample service (endpoint mix, Zipf users).
     SampleTrace(sample_service::SampleTraceArgs),
 }
@@ -35,6 +37,9 @@ fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
         Command::SampleService(args) => sample_service::run(args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
+        Command::SampleCache(args) => sample_cache::run(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
         Command::SampleTrace(args) => sample_service::run_trace(args)

@@ -8,21 +8,30 @@
 //! threads; each worker runs its own `mio` event loop over its connections and does the
 //! request's work inline. Any number of keep-alive connections is served by `--threads`
 //! threads, and no lock is taken on the request path except the counters' atomics.
+//!
+//! `--work sleep` sleeps a request's work units instead of burning them, so each worker
+//! thread acts as a CPU of its own and a fleet fits on a small machine; `--cache` adds a
+//! blocking round trip to a `sample-cache` per API request, a shared dependency of limited
+//! capacity. `/metrics` splits each API request's time into queue, cache wait and work.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::http::{parse_request_head, BodyFraming, RequestHead};
+use crate::recv_stamp;
+use crate::sample_cache::{parse_cache_address, tighten_timer_slack, CacheClient};
 use crate::sample_cost::{self, Endpoint};
+use crate::sample_metrics::{Metrics, Route, Status};
 
 pub use crate::sample_trace::{run_trace, SampleTraceArgs, SampleTraceError};
 
@@ -38,6 +47,18 @@ const RETAINED_BUFFERS_PER_WORKER: u64 = 256;
 const MAX_REGRESS_MEM_BYTES: u64 = 1 << 30;
 /// Largest `--extra-reads`: 100,000 reads already cost ~0.2 s per request.
 const MAX_EXTRA_READS: u64 = 100_000;
+/// Nanoseconds `--work sleep` sleeps per work unit: about what `burn` takes for one on a
+/// current x86 core, so both kinds of work give the service about the same capacity.
+pub const SLEEP_NS_PER_UNIT: u64 = 1_000;
+
+/// What a request's work units are spent on.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkKind {
+    /// Burn real CPU (the default).
+    Cpu,
+    /// Sleep: each worker thread then behaves as a CPU of its own.
+    Sleep,
+}
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SampleServiceArgs {
@@ -64,6 +85,15 @@ pub struct SampleServiceArgs {
     /// Regression: every request does this many more simulated downstream reads.
     #[arg(long, default_value_t = 0)]
     pub extra_reads: u64,
+    /// What the work units cost: `cpu` burns them, `sleep` sleeps 1 µs per unit
+    /// (`--regress-cpu` scales either the same way; memory touching is the same).
+    #[arg(long, value_enum, default_value_t = WorkKind::Cpu)]
+    pub work: WorkKind,
+    /// A `hairline-engine sample-cache` at HOST:PORT: each API request makes one blocking get
+    /// to it first (one connection per worker thread); when it cannot be reached the request
+    /// is answered 503.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub cache: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,9 +128,18 @@ struct Settings {
     regress_mem: u64,
     extra_reads: u64,
     retained_per_worker: usize,
+    work: WorkKind,
+    cache: Option<SocketAddr>,
 }
 
-fn validate(args: &SampleServiceArgs) -> Result<(SocketAddr, usize), SampleServiceError> {
+/// The flags `validate` checks and turns into values.
+struct Checked {
+    addr: SocketAddr,
+    threads: usize,
+    cache: Option<SocketAddr>,
+}
+
+fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
     let ip: std::net::IpAddr = args
         .host
         .parse()
@@ -146,238 +185,23 @@ fn validate(args: &SampleServiceArgs) -> Result<(SocketAddr, usize), SampleServi
             hint: "write at most 100000 extra reads per request",
         });
     }
-    Ok((SocketAddr::new(ip, args.port), threads))
-}
-
-/// Counters behind /metrics; atomics so workers never contend on a lock.
-struct Metrics {
-    /// [route][status] request counts.
-    requests: [[AtomicU64; Status::COUNT]; Route::COUNT],
-    reads: [AtomicU64; 3],
-    work_units: AtomicU64,
-    start_unix_s: f64,
-    first_api_request: OnceLock<Instant>,
-    /// Request counter used as the user source when a request names neither a user nor a
-    /// request id.
-    anonymous: AtomicU64,
-}
-
-impl Metrics {
-    fn new() -> Metrics {
-        let start_unix_s = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
-        Metrics {
-            requests: Default::default(),
-            reads: Default::default(),
-            work_units: AtomicU64::new(0),
-            start_unix_s,
-            first_api_request: OnceLock::new(),
-            anonymous: AtomicU64::new(0),
+    let cache = match &args.cache {
+        None => None,
+        Some(value) => {
+            Some(
+                parse_cache_address(value).ok_or_else(|| SampleServiceError::BadFlag {
+                    flag: "cache",
+                    value: value.clone(),
+                    hint: "write the sample-cache's HOST:PORT, e.g. 127.0.0.1:11211",
+                })?,
+            )
         }
-    }
-
-    fn since_first_request_s(&self) -> Option<f64> {
-        self.first_api_request
-            .get()
-            .map(|t| t.elapsed().as_secs_f64())
-    }
-
-    fn is_warm(&self, warmup_s: f64) -> bool {
-        warmup_s <= 0.0 || self.since_first_request_s().is_some_and(|s| s >= warmup_s)
-    }
-
-    fn count(&self, route: Route, status: Status) {
-        self.requests[route as usize][status as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn render(&self, warmup_s: f64) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::with_capacity(2048);
-        out.push_str("# HELP sample_requests_total Requests answered, by endpoint and status.\n");
-        out.push_str("# TYPE sample_requests_total counter\n");
-        for route in Route::ALL {
-            for status in Status::ALL {
-                let n = self.requests[route as usize][status as usize].load(Ordering::Relaxed);
-                // The API's 200 series always exist so a scraper sees them from the start.
-                if n > 0 || (route.endpoint().is_some() && status == Status::Ok) {
-                    let _ = writeln!(
-                        out,
-                        "sample_requests_total{{endpoint=\"{}\",status=\"{}\"}} {n}",
-                        route.label(),
-                        status.code()
-                    );
-                }
-            }
-        }
-        out.push_str(
-            "# HELP sample_downstream_reads_total Simulated downstream reads, by endpoint.\n",
-        );
-        out.push_str("# TYPE sample_downstream_reads_total counter\n");
-        for e in Endpoint::ALL {
-            let n = self.reads[e.index()].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "sample_downstream_reads_total{{endpoint=\"{}\"}} {n}",
-                e.path()
-            );
-        }
-        out.push_str("# HELP sample_cpu_work_units_total CPU work units done (~1 us each).\n");
-        out.push_str("# TYPE sample_cpu_work_units_total counter\n");
-        let _ = writeln!(
-            out,
-            "sample_cpu_work_units_total {}",
-            self.work_units.load(Ordering::Relaxed)
-        );
-        out.push_str("# HELP sample_warm 1 once the JIT-like warm-up is over.\n");
-        out.push_str("# TYPE sample_warm gauge\n");
-        let _ = writeln!(out, "sample_warm {}", u8::from(self.is_warm(warmup_s)));
-        out.push_str(
-            "# HELP process_start_time_seconds Start time of the process since the Unix epoch.\n",
-        );
-        out.push_str("# TYPE process_start_time_seconds gauge\n");
-        let _ = writeln!(out, "process_start_time_seconds {:.3}", self.start_unix_s);
-        if let Some(cpu_s) = process_cpu_s() {
-            out.push_str("# HELP process_cpu_seconds_total User and system CPU time.\n");
-            out.push_str("# TYPE process_cpu_seconds_total counter\n");
-            let _ = writeln!(out, "process_cpu_seconds_total {cpu_s:.6}");
-        }
-        if let Some(rss) = resident_bytes() {
-            out.push_str("# HELP process_resident_memory_bytes Resident memory size.\n");
-            out.push_str("# TYPE process_resident_memory_bytes gauge\n");
-            let _ = writeln!(out, "process_resident_memory_bytes {rss}");
-        }
-        out
-    }
-}
-
-fn process_cpu_s() -> Option<f64> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: getrusage writes a full rusage into the pointer on success.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: rc == 0, so the struct was initialised.
-    let usage = unsafe { usage.assume_init() };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Some(tv(usage.ru_utime) + tv(usage.ru_stime))
-}
-
-fn resident_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).ok()?)
-}
-
-/// Every path the service answers, for counting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
-    Feed,
-    Profile,
-    Search,
-    Healthz,
-    Warm,
-    Metrics,
-    Other,
-}
-
-impl Route {
-    const COUNT: usize = 7;
-    const ALL: [Route; Route::COUNT] = [
-        Route::Feed,
-        Route::Profile,
-        Route::Search,
-        Route::Healthz,
-        Route::Warm,
-        Route::Metrics,
-        Route::Other,
-    ];
-
-    fn from_path(path: &str) -> Route {
-        match path {
-            "/api/feed" => Route::Feed,
-            "/api/profile" => Route::Profile,
-            "/api/search" => Route::Search,
-            "/healthz" => Route::Healthz,
-            "/warm" => Route::Warm,
-            "/metrics" => Route::Metrics,
-            _ => Route::Other,
-        }
-    }
-
-    fn endpoint(self) -> Option<Endpoint> {
-        match self {
-            Route::Feed => Some(Endpoint::Feed),
-            Route::Profile => Some(Endpoint::Profile),
-            Route::Search => Some(Endpoint::Search),
-            _ => None,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Route::Feed => "/api/feed",
-            Route::Profile => "/api/profile",
-            Route::Search => "/api/search",
-            Route::Healthz => "/healthz",
-            Route::Warm => "/warm",
-            Route::Metrics => "/metrics",
-            // Unknown paths share one label so a scanner cannot blow up the series count.
-            Route::Other => "other",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
-    Ok,
-    BadRequest,
-    NotFound,
-    MethodNotAllowed,
-    PayloadTooLarge,
-    HeaderTooLarge,
-    Unavailable,
-}
-
-impl Status {
-    const COUNT: usize = 7;
-    const ALL: [Status; Status::COUNT] = [
-        Status::Ok,
-        Status::BadRequest,
-        Status::NotFound,
-        Status::MethodNotAllowed,
-        Status::PayloadTooLarge,
-        Status::HeaderTooLarge,
-        Status::Unavailable,
-    ];
-
-    fn code(self) -> u16 {
-        match self {
-            Status::Ok => 200,
-            Status::BadRequest => 400,
-            Status::NotFound => 404,
-            Status::MethodNotAllowed => 405,
-            Status::PayloadTooLarge => 413,
-            Status::HeaderTooLarge => 431,
-            Status::Unavailable => 503,
-        }
-    }
-
-    fn reason(self) -> &'static str {
-        match self {
-            Status::Ok => "OK",
-            Status::BadRequest => "Bad Request",
-            Status::NotFound => "Not Found",
-            Status::MethodNotAllowed => "Method Not Allowed",
-            Status::PayloadTooLarge => "Payload Too Large",
-            Status::HeaderTooLarge => "Request Header Fields Too Large",
-            Status::Unavailable => "Service Unavailable",
-        }
-    }
+    };
+    Ok(Checked {
+        addr: SocketAddr::new(ip, args.port),
+        threads,
+        cache,
+    })
 }
 
 struct Response {
@@ -409,6 +233,7 @@ struct WorkerState {
     shared: Arc<Shared>,
     /// `--regress-mem` buffers kept resident, oldest first.
     retained: VecDeque<Vec<u8>>,
+    cache: Option<CacheClient>,
 }
 
 struct Shared {
@@ -424,7 +249,8 @@ fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
 }
 
 impl WorkerState {
-    fn handle(&mut self, head: &RequestHead) -> (Route, Response) {
+    /// Answers one request that arrived at `arrival_unix_ns`.
+    fn handle(&mut self, head: &RequestHead, arrival_unix_ns: u64) -> (Route, Response) {
         let (path, query) = head
             .target
             .split_once('?')
@@ -435,7 +261,11 @@ impl WorkerState {
         }
         if let Some(endpoint) = route.endpoint() {
             let response = match self.user_of(query, head.request_id.as_deref()) {
-                Ok(user) => self.serve_api(endpoint, user),
+                Ok(user) => {
+                    let queue_ns = recv_stamp::unix_now_ns().saturating_sub(arrival_unix_ns);
+                    self.shared.metrics.queue.observe_ns(queue_ns);
+                    self.serve_api(endpoint, user)
+                }
                 Err(message) => Response::text(Status::BadRequest, message),
             };
             return (route, response);
@@ -488,14 +318,38 @@ impl WorkerState {
     }
 
     fn serve_api(&mut self, endpoint: Endpoint, user: u64) -> Response {
+        if let Some(cache) = &mut self.cache {
+            let started = Instant::now();
+            let outcome = cache.get(&format!("user:{user}"));
+            let metrics = &self.shared.metrics;
+            metrics.cache_wait.observe_ns(elapsed_ns(started));
+            if let Err(e) = outcome {
+                metrics
+                    .cache_errors
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Response::text(
+                    Status::Unavailable,
+                    format!("the cache cannot be reached: {e}\n"),
+                );
+            }
+        }
         let settings = &self.shared.settings;
         let metrics = &self.shared.metrics;
+        let work_started = Instant::now();
         let first = *metrics.first_api_request.get_or_init(Instant::now);
         let warm = sample_cost::warmup_factor(first.elapsed().as_secs_f64(), settings.warmup_s);
         let reads = endpoint.downstream_reads() + settings.extra_reads;
         let base = sample_cost::base_units(endpoint, user);
         let units = sample_cost::effective_units(base, warm, settings.regress_cpu, reads);
-        let checksum = sample_cost::burn(user, units);
+        let checksum = match settings.work {
+            WorkKind::Cpu => sample_cost::burn(user, units),
+            WorkKind::Sleep => {
+                thread::sleep(Duration::from_nanos(
+                    units.saturating_mul(SLEEP_NS_PER_UNIT),
+                ));
+                sample_cost::mix64(user ^ units)
+            }
+        };
 
         // Memory scales with the base cost, not the warm-up or CPU knob, so the knobs stay
         // independent of each other.
@@ -515,6 +369,7 @@ impl WorkerState {
             }
         }
 
+        metrics.work.observe_ns(elapsed_ns(work_started));
         metrics.reads[endpoint.index()].fetch_add(reads, Ordering::Relaxed);
         metrics.work_units.fetch_add(units, Ordering::Relaxed);
         Response::json(format!(
@@ -523,6 +378,10 @@ impl WorkerState {
             std::hint::black_box(folded),
         ))
     }
+}
+
+fn elapsed_ns(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn write_response(out: &mut Vec<u8>, response: &Response, head_only: bool, keep_alive: bool) {
@@ -552,6 +411,11 @@ struct Connection {
     /// Close once the output is flushed (client asked, or the stream is unusable).
     closing: bool,
     writable_interest: bool,
+    /// When the oldest unanswered bytes of `input` arrived (Unix ns); a request's queueing
+    /// starts here.
+    arrival_unix_ns: u64,
+    /// When the latest read's bytes arrived.
+    last_arrival_unix_ns: u64,
 }
 
 enum Step {
@@ -565,12 +429,18 @@ impl Connection {
         let mut peer_closed = false;
         if !self.closing {
             loop {
-                match self.stream.read(&mut chunk) {
-                    Ok(0) => {
+                match recv_stamp::recv(self.stream.as_raw_fd(), &mut chunk) {
+                    Ok((0, _)) => {
                         peer_closed = true;
                         break;
                     }
-                    Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                    Ok((n, arrived_ns)) => {
+                        if self.input.is_empty() {
+                            self.arrival_unix_ns = arrived_ns;
+                        }
+                        self.last_arrival_unix_ns = arrived_ns;
+                        self.input.extend_from_slice(&chunk[..n]);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(_) => return Step::Close,
@@ -626,7 +496,7 @@ impl Connection {
                     if self.input.len() < total {
                         return;
                     }
-                    let (route, response) = state.handle(&head);
+                    let (route, response) = state.handle(&head, self.arrival_unix_ns);
                     state.shared.metrics.count(route, response.status);
                     write_response(
                         &mut self.output,
@@ -635,6 +505,9 @@ impl Connection {
                         head.keep_alive,
                     );
                     self.input.drain(..total);
+                    // A pipelined request behind this one arrived with the latest read at the
+                    // earliest that is known.
+                    self.arrival_unix_ns = self.last_arrival_unix_ns;
                     if !head.keep_alive {
                         self.closing = true;
                     }
@@ -685,9 +558,14 @@ fn worker_loop(
     let mut events = Events::with_capacity(256);
     let mut connections: HashMap<usize, Connection> = HashMap::new();
     let mut next_token = 0usize;
+    if shared.settings.work == WorkKind::Sleep {
+        tighten_timer_slack();
+    }
+    let cache = shared.settings.cache.map(CacheClient::new);
     let mut state = WorkerState {
         shared,
         retained: VecDeque::new(),
+        cache,
     };
     while !shutdown.load(Ordering::Relaxed) {
         if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
@@ -699,6 +577,8 @@ fn worker_loop(
         for event in events.iter() {
             if event.token() == WAKER {
                 while let Ok(mut stream) = incoming.try_recv() {
+                    // Without it, queue times start at the read (said in docs/engine.md).
+                    recv_stamp::enable(stream.as_raw_fd());
                     let token = next_token;
                     next_token = next_token.wrapping_add(1) % (usize::MAX - 1);
                     if poll
@@ -715,6 +595,8 @@ fn worker_loop(
                                 written: 0,
                                 closing: false,
                                 writable_interest: false,
+                                arrival_unix_ns: 0,
+                                last_arrival_unix_ns: 0,
                             },
                         );
                     }
@@ -767,7 +649,11 @@ fn bind(addr: SocketAddr) -> Result<StdListener, SampleServiceError> {
 }
 
 pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
-    let (addr, threads) = validate(&args)?;
+    let Checked {
+        addr,
+        threads,
+        cache,
+    } = validate(&args)?;
     // Without --regress-mem nothing is retained (checked_div yields None for 0 bytes).
     let retained_per_worker = (MAX_RETAINED_BYTES / threads as u64)
         .checked_div(args.regress_mem)
@@ -778,6 +664,8 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         regress_mem: args.regress_mem,
         extra_reads: args.extra_reads,
         retained_per_worker,
+        work: args.work,
+        cache,
     };
 
     let std_listener = bind(addr)?;
@@ -903,6 +791,8 @@ mod tests {
                 regress_cpu: 0.0,
                 regress_mem: 0,
                 extra_reads: 0,
+                work: WorkKind::Cpu,
+                cache: None,
             };
             f(&mut a);
             validate(&a)
@@ -916,6 +806,7 @@ mod tests {
         assert!(args(|a| a.host = "localhost:1".into()).contains("--host"));
         assert!(args(|a| a.regress_mem = 1 << 40).contains("--regress-mem"));
         assert!(args(|a| a.extra_reads = 1 << 40).contains("--extra-reads"));
+        assert!(args(|a| a.cache = Some("notaport".into())).contains("--cache notaport"));
         assert!(args(|_| ()).is_empty());
     }
 }
