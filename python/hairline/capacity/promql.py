@@ -41,6 +41,7 @@ __all__ = [
 
 RANGE_FUNCTIONS = ("rate", "increase", "avg_over_time", "max_over_time")
 AGGREGATIONS = ("sum", "avg", "max", "min")
+_NOT_IN_SUBSET = ("==", "!=", ">", "<", ">=", "<=", "^", "%")
 _HINT = 'see "Queries (the PromQL subset)" in docs/kraken.md for what a key may use'
 
 
@@ -151,6 +152,10 @@ class _Parser:
 
     def parse(self) -> Expr:
         expr, _ = self._sum()
+        if self._peek().text in _NOT_IN_SUBSET:
+            raise self._fail(
+                self._peek(), f"{self._peek().text!r} is not in the subset: use + - * /"
+            )
         self._expect("end", "the end of the query")
         return expr
 
@@ -217,7 +222,7 @@ class _Parser:
             inner, _ = self._sum()
             self._expect(")", "')'")
             return inner, token.column
-        if token.kind == "op" and token.text in ("==", "!=", ">", "<", ">=", "<=", "^", "%"):
+        if token.kind == "op" and token.text in _NOT_IN_SUBSET:
             raise self._fail(token, f"{token.text!r} is not in the subset: use + - * /")
         if token.kind != "ident":
             found = "the end" if token.kind == "end" else repr(token.text)
