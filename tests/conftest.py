@@ -27,12 +27,15 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 import pytest
 
 from hairline import engine
 from hairline.errors import EngineError
+
+if TYPE_CHECKING:
+    from hairline.capacity.fleet import LocalFleet
 
 ENGINE_NAME = "hairline-engine"
 START_TIMEOUT_S = 10.0
@@ -446,3 +449,20 @@ def ray_cluster(postgres_server: PostgresServer, engine_path: Path) -> Iterator[
         for name in [*cluster.workers, "head"]:
             cluster.stop(name)
         subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+# --------------------------------------------------------------------------------------
+# Kraken: a fleet of sample services behind a real HAProxy (one per session).
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kraken_fleet(engine_path: Path) -> Iterator[LocalFleet]:
+    """``--local-fleet 4``: web1..web4 and "rest" behind HAProxy, sharing a limited cache.
+    Tests that change its weights put them back (the controller does, on every path)."""
+    from hairline.capacity.fleet import HAPROXY, FleetSpec, LocalFleet
+
+    if not HAPROXY.exists():
+        pytest.skip("HAProxy is not installed (make sysdeps installs it)")
+    with LocalFleet(FleetSpec(servers=4), engine=engine_path) as fleet:
+        yield fleet

@@ -8,7 +8,8 @@
     ├── BuildFailed          a build failed, timed out or made no artifact (names its log)
     ├── HostsUnavailable     an experiment can never get its hosts here
     ├── CalibrationFailed    no replay rate kept the baseline's load valid
-    └── NodeLost             a foreground agent's Ray node stopped by itself
+    ├── NodeLost             a foreground agent's Ray node stopped by itself
+    └── LoadBalancerError    a load balancer's runtime API could not be reached or refused
 
 The CLI prints these without a traceback and exits with status 2. Anything else is a bug.
 Control flow inside the lab (a lost lease, a cancel, a trial left out) is not in this
@@ -26,6 +27,7 @@ __all__ = [
     "EngineError",
     "HairlineError",
     "HostsUnavailable",
+    "LoadBalancerError",
     "NodeLost",
 ]
 
@@ -75,3 +77,8 @@ class CalibrationFailed(HairlineError):
 class NodeLost(HairlineError):
     """The Ray node a foreground agent waited on stopped by itself (its daemons died, its
     head went away); the agent exits so that its supervisor starts it again."""
+
+
+class LoadBalancerError(HairlineError):
+    """A load balancer's runtime API (HAProxy's admin socket) could not be reached, or it
+    refused a command; the hint names the socket and what to check."""

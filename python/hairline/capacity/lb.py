@@ -1,0 +1,162 @@
+"""Load-balancer weights, the one lever Kraken pulls: an adapter protocol, HAProxy's runtime
+API over its admin socket, and the integer weights that give the servers under test a share.
+
+Kraken shifts live traffic by changing weights (Kraken 4.1), so the controller needs only
+``weights`` and ``set_weights``; an Envoy or cloud adapter implements the same protocol.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from hairline.errors import LoadBalancerError
+
+__all__ = ["MAX_WEIGHT", "HAProxyRuntime", "LoadBalancer", "share_of", "weights_for_share"]
+
+#: HAProxy's largest server weight (``set server ... weight`` refuses more).
+MAX_WEIGHT = 256
+
+
+class LoadBalancer(Protocol):
+    """The weights of one backend's servers, read and set while it serves."""
+
+    def weights(self) -> dict[str, int]:
+        """Server name -> current weight."""
+        ...
+
+    def set_weights(self, weights: Mapping[str, int]) -> None:
+        """Set the named servers' weights (the others keep theirs)."""
+        ...
+
+    def describe(self) -> str:
+        """Where the weights live, for messages (``haproxy /run/admin.sock backend web``)."""
+        ...
+
+
+class HAProxyRuntime:
+    """HAProxy's runtime API on a ``stats socket ... level admin`` (a Unix socket).
+
+    Each call is one connection in HAProxy's non-interactive mode: the commands go out
+    ``;``-separated in one line, so a weight change applies to every server at once rather
+    than leaving the backend half-shifted between two round trips.
+    """
+
+    def __init__(self, socket_path: Path | str, backend: str, *, timeout_s: float = 2.0) -> None:
+        self.socket_path = Path(socket_path)
+        self.backend = backend
+        self.timeout_s = timeout_s
+
+    def describe(self) -> str:
+        return f"haproxy {self.socket_path} backend {self.backend}"
+
+    def weights(self) -> dict[str, int]:
+        return {row["srv_name"]: int(row["srv_uweight"]) for row in self._servers_state()}
+
+    def addresses(self) -> dict[str, str]:
+        """Server name -> ``host:port``, where its ``/metrics`` can be scraped."""
+        return {
+            row["srv_name"]: f"{row['srv_addr']}:{row['srv_port']}" for row in self._servers_state()
+        }
+
+    def _servers_state(self) -> list[dict[str, str]]:
+        command = f"show servers state {self.backend}"
+        reply = self._command(command)
+        lines = [line for line in reply.splitlines() if line.strip()]
+        if not lines or not lines[0].strip().isdigit():
+            raise self._refused(command, reply)
+        header: list[str] = []
+        rows = []
+        for line in lines[1:]:
+            if line.startswith("#"):
+                header = line.lstrip("# ").split()
+                continue
+            row = dict(zip(header, line.split(), strict=False))
+            if {"srv_name", "srv_uweight", "srv_addr", "srv_port"} <= row.keys():
+                rows.append(row)
+        if not rows:
+            raise self._refused(command, reply)
+        return rows
+
+    def set_weights(self, weights: Mapping[str, int]) -> None:
+        for server, weight in weights.items():
+            if not 0 <= weight <= MAX_WEIGHT:
+                raise LoadBalancerError(
+                    f"weight {weight} for {self.backend}/{server} is outside 0..{MAX_WEIGHT}",
+                    hint="HAProxy weights are integers from 0 to 256",
+                )
+        if not weights:
+            return
+        commands = [f"set server {self.backend}/{s} weight {w}" for s, w in weights.items()]
+        reply = self._command(";".join(commands))
+        # Success is an empty answer per command; HAProxy's refusals are sentences.
+        problems = [line.strip() for line in reply.splitlines() if line.strip()]
+        if problems:
+            raise self._refused("; ".join(commands), "\n".join(problems))
+
+    def _command(self, line: str) -> str:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(self.timeout_s)
+                conn.connect(str(self.socket_path))
+                conn.sendall(line.encode() + b"\n")
+                chunks = []
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+        except OSError as err:
+            raise LoadBalancerError(
+                f"cannot reach HAProxy's admin socket {self.socket_path}: {err}",
+                hint=(
+                    "check that HAProxy runs and that its config has "
+                    f"`stats socket {self.socket_path} level admin` (the [lb] socket field)"
+                ),
+            ) from err
+        return b"".join(chunks).decode(errors="replace")
+
+    def _refused(self, command: str, reply: str) -> LoadBalancerError:
+        return LoadBalancerError(
+            f"HAProxy ({self.socket_path}) refused `{command}`: {reply.strip() or 'no answer'}",
+            hint=(
+                f"check that backend {self.backend!r} and its servers exist in HAProxy's "
+                "config (the [lb] backend and [test] servers fields) and that the socket "
+                "is `level admin`"
+            ),
+        )
+
+
+def share_of(weights: Mapping[str, int], servers_under_test: Sequence[str]) -> float:
+    """The share of a round-robin backend's requests the servers under test get."""
+    total = sum(weights.values())
+    return sum(weights.get(s, 0) for s in servers_under_test) / total if total else 0.0
+
+
+def weights_for_share(
+    servers_under_test: Sequence[str], others: Sequence[str], share: float
+) -> dict[str, int]:
+    """Integer weights (0..256) that give ``servers_under_test`` ``share`` of the traffic as
+    closely as possible, each group's servers weighted alike (round robin spreads a group's
+    part evenly over it). Of equally close answers the one with the largest weights wins,
+    so that the next small step is still representable."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share must be in [0, 1], got {share}")
+    if not servers_under_test:
+        raise ValueError("no servers under test")
+    if not others or share >= 1.0:
+        return {**dict.fromkeys(servers_under_test, MAX_WEIGHT), **dict.fromkeys(others, 0)}
+    if share <= 0.0:
+        return {**dict.fromkeys(servers_under_test, 0), **dict.fromkeys(others, MAX_WEIGHT)}
+    n, m = len(servers_under_test), len(others)
+    best: tuple[float, int, int, int] | None = None
+    for b in range(1, MAX_WEIGHT + 1):
+        # n*a / (n*a + m*b) = share  <=>  a = share * m * b / (n * (1 - share))
+        ideal = share * m * b / (n * (1.0 - share))
+        for a in {min(MAX_WEIGHT, max(0, int(ideal))), min(MAX_WEIGHT, int(ideal) + 1)}:
+            error = abs(n * a / (n * a + m * b) - share)
+            key = (round(error, 9), -(a + b), a, b)
+            if best is None or key < best:
+                best = key
+    assert best is not None
+    _, _, a, b = best
+    return {**dict.fromkeys(servers_under_test, a), **dict.fromkeys(others, b)}
