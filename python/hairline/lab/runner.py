@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -46,6 +46,8 @@ __all__ = [
     "ArmDef",
     "ArmFactory",
     "ArmStarted",
+    "Attempt",
+    "BatchMeasure",
     "Hooks",
     "RunPlan",
     "TrialLeftOut",
@@ -130,6 +132,22 @@ def local_arm(plan: RunPlan, arm: ArmDef, host: int, *, log_name: str, label: st
     )
 
 
+class BatchMeasure(Protocol):
+    """A batch's measurement other than the lockstep replay, given its started and warmed-up
+    arms (capacity mode: :class:`hairline.lab.capacity.CapacityBatch`); ``tag`` names the
+    attempt's files in the plan's workdir."""
+
+    def __call__(
+        self,
+        plan: RunPlan,
+        batch: Batch,
+        tag: str,
+        arms: Mapping[str, Arm],
+        host_of: Mapping[str, int],
+        hooks: Hooks,
+    ) -> Attempt: ...
+
+
 @dataclass(frozen=True)
 class RunPlan:
     arms: tuple[ArmDef, ...]
@@ -155,6 +173,8 @@ class RunPlan:
     arm_factory: ArmFactory = local_arm
     # The engine's CPUs are also a host's (a Ray node on this machine): no pacing spin.
     engine_shares_a_host: bool = False
+    # None: the lockstep replay at rate_per_s; else what each batch measures instead.
+    measure: BatchMeasure | None = None
 
     def new_arm(self, arm: ArmDef, host: int, *, log_name: str, label: str) -> Arm:
         return self.arm_factory(self, arm, host, log_name=log_name, label=label)
@@ -289,8 +309,9 @@ def run_trial(plan: RunPlan, batches: Sequence[Batch], hooks: Hooks | None = Non
 
 
 @dataclass
-class _Attempt:
-    """One attempt at a batch: its observation rows, per-request table and verdict."""
+class Attempt:
+    """One attempt at a batch: its observation rows (arm, host, metric, value), per-request
+    table, problems (none: accepted) and the record written beside it."""
 
     rows: list[tuple[str, int, str, float]]
     per_request: pa.Table
@@ -314,7 +335,8 @@ def _run_batches(
                 if hooks.arms_stopped:
                     hooks.arms_stopped(batch)
             problems = result.problems
-            record = {**result.record, "accepted": not problems, "problems": problems}
+            record = {"attempt": attempt, **result.record, "accepted": not problems,
+                      "problems": problems}  # fmt: skip
             write_json(plan.workdir / f"{_tag(batch, attempt)}.batch.json", record)
             if not problems:
                 break
@@ -335,7 +357,7 @@ def _tag(batch: Batch, attempt: int) -> str:
     return f"t{batch.trial}b{batch.batch}a{attempt}"
 
 
-def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> _Attempt:
+def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attempt:
     by_name = {a.name: a for a in plan.arms}
     tag = _tag(batch, attempt)
     with contextlib.ExitStack() as stack:
@@ -372,6 +394,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> _Atte
             )
             if hooks.check:
                 hooks.check()
+            if plan.measure is not None:
+                return plan.measure(plan, batch, tag, running, host_of, hooks)
 
             metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
             counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
@@ -397,7 +421,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> _Atte
             dead = [n for n in names if not running[n].running()]
             if not dead:
                 raise
-            return _Attempt(
+            return Attempt(
                 rows=[],
                 per_request=pa.table({}),
                 problems=[f"arm {n} stopped during the batch ({err.message})" for n in dead],
@@ -457,7 +481,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> _Atte
         "cgroup_fallback": fallback,
         "wall_s": wall_s,
     }
-    return _Attempt(
+    return Attempt(
         rows=rows,
         per_request=latency_rows(measured, trial=batch.trial, batch=batch.batch, host_of=host_of),
         problems=problems,

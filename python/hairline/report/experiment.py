@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from hairline.lab.results import (
 )
 from hairline.report.context import (
     ArmReport,
+    CapacityCurve,
+    CurvePoint,
     ExperimentReport,
     HostReport,
     host_notes,
@@ -52,9 +55,42 @@ def _load_summaries(runs: Path, records: list[dict[str, Any]]) -> dict[str, dict
     """The engine's summary of each accepted batch attempt's measurement."""
     summaries: dict[str, dict[str, object]] = {}
     for record in records:
-        if record.get("accepted") and (summary := _read_json(runs / str(record["summary"]))):
+        if not record.get("accepted") or "summary" not in record:
+            continue  # a capacity batch has no summary of its own
+        if summary := _read_json(runs / str(record["summary"])):
             summaries[str(record["summary"]).removesuffix(".json")] = summary
     return summaries
+
+
+def _capacity_curves(runs: Path, records: list[dict[str, Any]]) -> tuple[CapacityCurve, ...]:
+    """Each arm's search in each accepted capacity batch (lab/capacity.py's files)."""
+    curves: list[CapacityCurve] = []
+    for record in records:
+        if not record.get("accepted") or "capacity" not in record:
+            continue
+        data = _read_json(runs / str(record["capacity"]))
+        for arm, curve in (data or {}).get("arms", {}).items():
+            curves.append(
+                CapacityCurve(
+                    arm=arm,
+                    trial=int(record["trial"]),
+                    batch=int(record["batch"]),
+                    max_rate_per_s=float(curve["max_rate_per_s"]),
+                    slo_p99_ms=float(curve["slo_p99_ms"]),
+                    stopped_by=str(curve["stopped_by"]),
+                    points=tuple(
+                        CurvePoint(
+                            rate_per_s=float(p["rate_per_s"]),
+                            p99_ms=float(p["p99_ms"]) if p["p99_ms"] is not None else math.nan,
+                            served_per_s=float(p["served_per_s"]),
+                            duration_s=float(p["duration_s"]),
+                            passed=bool(p["passed"]),
+                        )
+                        for p in curve["probes"]
+                    ),
+                )
+            )
+    return tuple(curves)
 
 
 def calibration_note(data: dict[str, Any]) -> str:
@@ -164,7 +200,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
                     address=address,
                 ),
             )
-        hardware = config.design.mode == "hardware"
+        hardware = config.mode_name == "hardware"
         arm_classes = {
             name: arm.hosts.facts()
             for name, arm in arm_configs.items()
@@ -229,7 +265,8 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         model=config.analysis.model,
         arms=arm_reports,
         hosts=tuple(hosts[key] for key in sorted(hosts, key=lambda k: k[0])),
-        mode=config.design.mode,
+        mode=config.mode_name,
+        curves=_capacity_curves(artifacts / "runs", records),
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,

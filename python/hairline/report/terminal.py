@@ -13,6 +13,8 @@ from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
 from hairline.report.context import (
     ExperimentReport,
+    arm_capacities,
+    capacity_text,
     comparison_text,
     deciding_text,
     effect_text,
@@ -174,6 +176,10 @@ def _experiment_panel(report: ExperimentReport) -> Panel:
             f"{report.rate_per_s:g} requests/s for {report.duration_s:g} s, model {report.model}"
         ),
     )
+    if report.mode != "efficiency":
+        grid.add_row("mode", Text(report.mode))
+    for capacity in arm_capacities(report):
+        grid.add_row(f"capacity {capacity.arm}", Text(capacity_text(capacity)))
     for arm in report.arms:
         build = ""
         if arm.build_key is not None:

@@ -3,12 +3,20 @@
 ``model``: the :class:`ExperimentReport` the lab builds (metadata, arms, hosts, the analysis
 and the observations) and the renderers read; ``trials``: per metric, arm and trial, the
 values the verdict stands on; ``notes``: hosts that differ, hardware mode, failed load gates;
-``text``: the headline and the words every renderer shares; ``contract``: the JSON contract.
+``text``: the headline and the words every renderer shares; ``contract``: the JSON contract;
+``capacity``: capacity mode's arms, each with its highest rate under the SLO.
 Everything here is pure: no I/O, no clock.
 """
 
+from hairline.report.context.capacity import ArmCapacity, arm_capacities, capacity_text
 from hairline.report.context.contract import JSON_SCHEMA, analysis_json, experiment_json
-from hairline.report.context.model import ArmReport, ExperimentReport, HostReport
+from hairline.report.context.model import (
+    ArmReport,
+    CapacityCurve,
+    CurvePoint,
+    ExperimentReport,
+    HostReport,
+)
 from hairline.report.context.notes import host_notes, load_notes
 from hairline.report.context.text import (
     Headline,
@@ -24,7 +32,10 @@ from hairline.report.context.trials import MetricTrials, TrialValue, metric_tria
 
 __all__ = [
     "JSON_SCHEMA",
+    "ArmCapacity",
     "ArmReport",
+    "CapacityCurve",
+    "CurvePoint",
     "ExperimentReport",
     "Headline",
     "HostReport",
@@ -32,6 +43,8 @@ __all__ = [
     "Status",
     "TrialValue",
     "analysis_json",
+    "arm_capacities",
+    "capacity_text",
     "comparison_text",
     "deciding_text",
     "effect_text",

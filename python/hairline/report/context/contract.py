@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from hairline.lab.analysis import Analysis
+from hairline.report.context.capacity import arm_capacities
 from hairline.report.context.model import ExperimentReport
 from hairline.report.context.text import headline
 from hairline.report.context.trials import metric_trials
@@ -89,7 +91,12 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
       experiment's baseline).
     - ``hosts``: ``[{"host", "name", "address", "cpus": [int], "facts": {name: value}}]``;
       a host index that a replacement host took over (its first died) is listed again.
-    - ``mode``: ``"efficiency"``, or ``"hardware"`` when the arms are host classes.
+    - ``mode``: ``"efficiency"``, ``"hardware"`` when the arms are host classes, or
+      ``"capacity"``; then ``capacity`` lists each arm's ``max_throughput_per_s`` (mean
+      over batches) with ``low_per_s``/``high_per_s`` (its 95% interval, null with one
+      batch) and ``batches``, and ``curves`` each arm's probes per batch (``rate_per_s``,
+      ``p99_ms``, ``served_per_s``, ``duration_s``, ``passed``) with its knee
+      (``max_rate_per_s``), ``slo_p99_ms`` and ``stopped_by``.
     - ``analysis``: null until analysed, else the object of ``hairline analyze --json``
       (:func:`analysis_json`): ``source``, ``baseline``, ``alpha``,
       ``correction``, ``regression`` (of the deciding comparisons), ``comparisons``
@@ -121,6 +128,8 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "finished_at": _when(report.finished_at),
         "design": report.design,
         "mode": report.mode,
+        "capacity": [asdict(c) for c in arm_capacities(report)],
+        "curves": [asdict(c) for c in report.curves],
         "trials": report.trials,
         "trials_done": report.trials_done,
         "rate_per_s": report.rate_per_s,

@@ -17,7 +17,7 @@ from typing import Literal
 from hairline.lab.analysis import Analysis
 from hairline.store.observations import Observations
 
-__all__ = ["ArmReport", "ExperimentReport", "HostReport"]
+__all__ = ["ArmReport", "CapacityCurve", "CurvePoint", "ExperimentReport", "HostReport"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,31 @@ class ArmReport:
         if self.env:
             parts.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env))
         return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One probe of capacity mode's search: the offered rate and what the arm did at it."""
+
+    rate_per_s: float
+    p99_ms: float
+    served_per_s: float
+    duration_s: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class CapacityCurve:
+    """One arm's search in one batch (lab/capacity.py): its latency/throughput curve and
+    the knee it found (``max_rate_per_s``)."""
+
+    arm: str
+    trial: int
+    batch: int
+    max_rate_per_s: float
+    slo_p99_ms: float
+    stopped_by: str
+    points: tuple[CurvePoint, ...]
 
 
 @dataclass(frozen=True)
@@ -84,8 +109,11 @@ class ExperimentReport:
     observations: Observations | None  # None when nothing measured
     html_path: Path | None = None  # where the HTML report was written, if any
     notes: tuple[str, ...] = ()  # about the measurement itself, e.g. failed load gates
-    # "hardware": one build, the arms are host classes and the verdict compares them.
+    # "hardware": one build, the arms are host classes and the verdict compares them;
+    # "capacity": the arms' highest rates under the SLO are compared.
     mode: str = "efficiency"
+    # Capacity mode: each arm's search in each accepted batch.
+    curves: tuple[CapacityCurve, ...] = ()
 
     @property
     def chained(self) -> bool:

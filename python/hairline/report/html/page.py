@@ -37,6 +37,7 @@ from hairline.report.html.charts import (
     trial_order,
     trials_svg,
 )
+from hairline.report.html.curves import capacity_section
 
 __all__ = ["render_html"]
 
@@ -321,7 +322,7 @@ def render_html(report: ExperimentReport) -> str:
     if report.observations is not None:
         arm_names += [a for a in report.observations.arms if a not in arm_names]
     colours = arm_colours(arm_names)
-    body = [*_header(report), *_summary(report, anchors)]
+    body = [*_header(report), *_summary(report, anchors), *capacity_section(report, colours)]
     for metric in metrics:
         body += _metric_section(report, metric, anchors[metric], trials.get(metric), colours)
     if not metrics:
