@@ -15,6 +15,7 @@ import pytest
 
 from conftest import SampleService, StartSampleService, parse_prometheus
 from hairline.collect.procfs import cpu_time_ns
+from hairline.engine import LoadPlan, run_load
 
 API_ENDPOINTS = ("/api/feed", "/api/profile", "/api/search")
 
@@ -124,6 +125,72 @@ def test_regress_cpu_costs_about_that_much_more_cpu_per_request(
     assert 1.04 < ratio < 1.18, f"median CPU ratio {ratio:.3f} of rounds {ratios}"
 
 
+def histogram_mean_s(metrics: dict[str, float], name: str) -> float:
+    return metrics[f"{name}_sum"] / metrics[f"{name}_count"]
+
+
+def test_work_sleep_does_the_same_work_without_burning_the_cpu(
+    sample_service: StartSampleService,
+) -> None:
+    burning = sample_service("--threads", "1")
+    sleeping = sample_service("--threads", "1", "--work", "sleep")
+    paths = [f"/api/feed?user={u}" for u in range(1, 101)]
+    spent_ns = {}
+    for svc in (burning, sleeping):
+        before = cpu_ns(svc.pid)
+        send_all(svc, paths)
+        spent_ns[svc.pid] = cpu_ns(svc.pid) - before
+    # The same work units, deterministic per request, whatever they are spent on.
+    assert work_units(burning) == work_units(sleeping)
+    assert spent_ns[sleeping.pid] < 0.3 * spent_ns[burning.pid], spent_ns
+    # A unit sleeps 1 us: the work histogram holds about the units' microseconds.
+    work_s = sleeping.metrics()["sample_work_seconds_sum"]
+    assert 1.0 <= work_s / (work_units(sleeping) * 1e-6) < 1.6
+
+
+def test_every_api_request_is_timed_in_queue_and_work(sample_service: StartSampleService) -> None:
+    svc = sample_service()
+    before = svc.metrics()
+    for name in ("sample_queue_seconds", "sample_work_seconds", "sample_cache_wait_seconds"):
+        assert before[f"{name}_count"] == 0
+        assert before[f'{name}_bucket{{le="+Inf"}}'] == 0
+    send_all(svc, [f"/api/search?user={u}" for u in range(10)])
+    svc.get("/healthz")
+    after = svc.metrics()
+    assert after["sample_queue_seconds_count"] == 10
+    assert after["sample_work_seconds_count"] == 10
+    assert after['sample_work_seconds_bucket{le="+Inf"}'] == 10
+    assert after["sample_cache_wait_seconds_count"] == 0  # no --cache
+    buckets = [v for k, v in after.items() if k.startswith("sample_work_seconds_bucket")]
+    assert buckets == sorted(buckets), "buckets are cumulative"
+
+
+def test_queue_time_counts_the_wait_in_the_socket_buffer(
+    sample_service: StartSampleService, engine_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HAIRLINE_ENGINE", str(engine_path))
+    # One worker, ~2 ms a request: capacity ~500/s, offered 750/s over 32 connections. The
+    # requests wait in the kernel's buffers of connections the worker is not reading yet.
+    svc = sample_service("--threads", "1", "--work", "sleep", "--regress-cpu", "40")
+    units = json.loads(svc.get("/api/profile?user=1")[1])["work_units"]
+    capacity_per_s = 1e6 / units
+    run_load(
+        LoadPlan(
+            targets=(("a", svc.url),),
+            paths=("/api/profile?user=1",),
+            rate_per_s=1.5 * capacity_per_s,
+            duration_s=1.0,
+            timeout_ms=10_000,
+            spin_us=0,
+        )
+    )
+    metrics = svc.metrics()
+    queue_s = histogram_mean_s(metrics, "sample_queue_seconds")
+    work_s = histogram_mean_s(metrics, "sample_work_seconds")
+    assert work_s == pytest.approx(units * 1e-6, rel=0.5)
+    assert queue_s > 10 * work_s, f"queue {queue_s * 1e3:.2f} ms, work {work_s * 1e3:.2f} ms"
+
+
 def test_regress_mem_keeps_more_memory_resident(sample_service: StartSampleService) -> None:
     base = sample_service("--threads", "1")
     fatter = sample_service("--threads", "1", "--regress-mem", "100000")
@@ -200,6 +267,8 @@ def test_sigterm_stops_the_service_cleanly(sample_service: StartSampleService) -
         (["--threads", "0"], "--threads"),
         (["--host", "localhost:80"], "--host"),
         (["--regress-mem", "-5"], "--regress-mem"),
+        (["--work", "gpu"], "--work"),
+        (["--cache", "notaport"], "--cache notaport"),
     ],
 )
 def test_bad_flags_fail_clearly(engine_path: Path, flags: list[str], expected: str) -> None:
