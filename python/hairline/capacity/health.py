@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from hairline.capacity.promql import Expr, parse, parse_duration_s
-from hairline.capacity.tomlcheck import Problems, read_toml
+from hairline.capacity.tomlcheck import Problems, Report, read_toml
 from hairline.config.sections import TomlModel
 from hairline.errors import ConfigError
 
@@ -51,8 +51,6 @@ ENGINE_KEYS = ("p50_ms", "p99_ms", "p999_ms", "error_rate", "achieved_rate_per_s
 
 _NAMES = tuple(level.name for level in Level)
 _METRIC_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-# A problem of the field at a location: (loc, what is wrong, the fix).
-_Report = Callable[[tuple[str, ...], str, str], None]
 
 
 @dataclass(frozen=True)
@@ -168,7 +166,7 @@ def _known_fields(table: tuple[str, ...]) -> list[str]:
     return list(_MetricTable.model_fields) if len(table) == 2 else ["metric"]
 
 
-def _metric(name: str, table: _MetricTable, report: _Report) -> HealthMetric | None:
+def _metric(name: str, table: _MetricTable, report: Report) -> HealthMetric | None:
     """The metric a valid table makes; None after reporting what is wrong with it."""
     loc = ("metric", name)
     ok = True

@@ -19,7 +19,10 @@ from pydantic import ValidationError
 from hairline.config.load import _FIXES, _line_of
 from hairline.errors import ConfigError
 
-__all__ = ["Problems", "read_toml"]
+__all__ = ["Problems", "Report", "read_toml"]
+
+Report = Callable[[tuple[str, ...], str, str], None]
+"""A problem of the field at a location: (loc, what is wrong, the fix)."""
 
 
 class Problems:
