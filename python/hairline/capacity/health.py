@@ -132,7 +132,7 @@ def check_health_file(
     try:
         tables = _HealthFile.model_validate(data).metric
     except ValidationError as err:
-        problems.pydantic(path, text, err, _known_fields)
+        problems.validation(path, text, err, _known_fields)
         # The other checks still run on each table without its bad fields.
         raw_tables = data.get("metric")
         tables = {
@@ -141,7 +141,7 @@ def check_health_file(
             if isinstance(raw, dict) and (table := _without_bad_fields(raw)) is not None
         }
     if not data.get("metric"):
-        problems.add(path, None, "metric", "no metrics", "add a [metric.NAME] table")
+        problems.add(str(path), None, "metric", "no metrics", "add a [metric.NAME] table")
     metrics: list[HealthMetric] = []
     for name, table in tables.items():
         metric = _metric(name, table, lambda loc, msg, fix: problems.at(path, text, loc, msg, fix))

@@ -116,7 +116,7 @@ def load_kraken_file(path: Path) -> KrakenTest:
     try:
         parsed = _KrakenFile.model_validate(data)
     except ValidationError as err:
-        problems.pydantic(path, text, err, _known_fields)
+        problems.validation(path, text, err, _known_fields)
         problems.raise_if_any(path, _HINT)
         raise AssertionError("a validation error is a problem") from err
 

@@ -14,9 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-# The line finder and the fixes by pydantic error kind are config's, so that Kraken's files
-# and experiment files word their problems alike.
-from hairline.config.load import _FIXES, _line_of
+# Config's reporter, so that Kraken's files and experiment files word their problems alike.
+from hairline.config.load import _Problems
 from hairline.errors import ConfigError
 
 __all__ = ["Problems", "Report", "read_toml"]
@@ -25,24 +24,10 @@ Report = Callable[[tuple[str, ...], str, str], None]
 """A problem of the field at a location: (loc, what is wrong, the fix)."""
 
 
-class Problems:
-    """Every problem found in a file set."""
+class Problems(_Problems):
+    """Every problem found in a file set: config's, with Kraken's tables' field names."""
 
-    def __init__(self) -> None:
-        self.items: list[str] = []
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
-
-    def add(self, file: Path, line: int | None, field: str, message: str, fix: str) -> None:
-        where = f"{file}:{line}" if line else str(file)
-        self.items.append(f"{where}: {field}: {message}" + (f"\n    fix: {fix}" if fix else ""))
-
-    def at(self, file: Path, text: str, loc: Sequence[str], message: str, fix: str) -> None:
-        """A problem of the field at ``loc`` (its line found in ``text``)."""
-        self.add(file, _line_of(text, tuple(loc)), ".".join(loc), message, fix)
-
-    def pydantic(
+    def validation(
         self,
         file: Path,
         text: str,
@@ -53,19 +38,13 @@ class Problems:
         (for "did you mean")."""
         for item in err.errors():
             loc = tuple(str(p) for p in item["loc"])
-            kind = item["type"]
-            if kind == "extra_forbidden":
+            if item["type"] == "extra_forbidden":
                 known = list(known_fields(loc[:-1]))
                 close = difflib.get_close_matches(loc[-1], known, n=1)
                 fix = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
                 self.at(file, text, loc, "unknown field", fix)
-            elif kind == "missing":
-                self.at(file, text, loc, "missing", f"add {loc[-1]} = ...")
-            elif kind == "literal_error":
-                expected = item.get("ctx", {}).get("expected", "")
-                self.at(file, text, loc, f"{item['input']!r} is not allowed", f"use {expected}")
             else:
-                self.at(file, text, loc, item["msg"].lower(), _FIXES.get(kind, ""))
+                self.pydantic(file, text, loc, item)
 
     def raise_if_any(self, path: Path, hint: str) -> None:
         if self.items:
@@ -80,10 +59,12 @@ def read_toml(path: Path, problems: Problems, *, field: str = "file") -> tuple[s
         text = path.read_text()
     except OSError as err:
         reason = "no such file" if isinstance(err, FileNotFoundError) else str(err)
-        problems.add(path, None, field, reason, "check the path")
+        problems.add(str(path), None, field, reason, "check the path")
         return "", {}
     try:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        problems.add(path, getattr(err, "lineno", None), "toml", str(err), "fix the TOML syntax")
+        problems.add(
+            str(path), getattr(err, "lineno", None), "toml", str(err), "fix the TOML syntax"
+        )
         return text, {}
