@@ -322,6 +322,12 @@ struct Engine<'p> {
     rate_changes: Vec<Value>,
     intervals: Vec<Value>,
     interval_start_ns: u64,
+    /// The current interval's share of `scheduled`, `late_sends` and the targets' drops: a
+    /// controller needs them per interval to tell a saturated generator from a saturated
+    /// service.
+    iv_scheduled: u64,
+    iv_late_sends: u64,
+    iv_dropped: u64,
     warmup_sent: u64,
     hdr_serializer: V2DeflateSerializer,
     writes: Vec<Option<u64>>,
@@ -401,6 +407,9 @@ pub fn run(plan: &Plan, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<Value, Re
         rate_changes: Vec::new(),
         intervals: Vec::new(),
         interval_start_ns: 0,
+        iv_scheduled: 0,
+        iv_late_sends: 0,
+        iv_dropped: 0,
         warmup_sent: 0,
         hdr_serializer: V2DeflateSerializer::new(),
         writes: Vec::new(),
@@ -662,6 +671,7 @@ impl<'p> Engine<'p> {
             let template = ((if measured { id } else { id - WARMUP_ID_BASE }) % n_templates) as u32;
             if measured {
                 self.scheduled += 1;
+                self.iv_scheduled += 1;
                 if matches!(self.plan.arrival, Arrival::Poisson { .. })
                     && self.gaps.len() < MAX_GAPS
                 {
@@ -707,6 +717,7 @@ impl<'p> Engine<'p> {
         if t.outstanding >= self.plan.max_in_flight {
             if p.measured {
                 t.stats.dropped += 1;
+                self.iv_dropped += 1;
                 let rec = RequestRecord {
                     request_id: p.id,
                     intended_ns: p.intended_ns - self.measure_start_ns,
@@ -819,6 +830,7 @@ impl<'p> Engine<'p> {
                 record_ns(&mut self.lateness, late_ns);
                 if late_ns > validity::LATE_NS {
                     self.late_sends += 1;
+                    self.iv_late_sends += 1;
                 }
             }
         }
@@ -1100,6 +1112,8 @@ impl<'p> Engine<'p> {
                     "achieved_rate_per_s": if length_s > 0.0 { s.iv_sent as f64 / length_s } else { 0.0 },
                     "p50_us": p.p50,
                     "p99_us": p.p99,
+                    "p999_us": p.p999,
+                    "max_us": p.max,
                 }),
             );
             if let Some(w) = self.sinks.hdr_log.as_mut() {
@@ -1132,8 +1146,15 @@ impl<'p> Engine<'p> {
             "start_s": (start_ns - self.measure_start_ns) as f64 / 1e9,
             "end_s": end_ns.saturating_sub(self.measure_start_ns) as f64 / 1e9,
             "rate_per_s": self.rate_per_s,
+            "scheduled": self.iv_scheduled,
+            "late_sends": self.iv_late_sends,
+            "dropped": self.iv_dropped,
+            "in_flight": self.targets.iter().map(|t| t.outstanding).sum::<usize>(),
             "targets": per_target,
         });
+        self.iv_scheduled = 0;
+        self.iv_late_sends = 0;
+        self.iv_dropped = 0;
         if self.plan.control {
             let mut out = io::stdout().lock();
             // A closed stdout must not end the run; the summary still gets written.

@@ -289,6 +289,53 @@ def test_control_changes_the_rate_at_once(sample_service):
     assert [c["rate_per_s"] for c in result.raw["rate_changes"]] == [800]
 
 
+def test_control_intervals_say_what_was_scheduled_late_dropped_and_outstanding(sample_service):
+    a, b = sample_service(), sample_service()
+    plan = LoadPlan(
+        targets=(("a", a.url), ("b", b.url)),
+        paths=(LIGHT,),
+        rate_per_s=400,
+        duration_s=0,
+        interval_ms=500,
+    )
+    seen = []
+    with ControlledLoad(plan) as load:
+        for interval in load.intervals(timeout_s=10):
+            seen.append(interval)
+            if len(seen) == 3:
+                break
+        load.stop()
+
+    for interval in seen[1:]:
+        # A lockstep send to two targets is scheduled once.
+        assert interval.scheduled == pytest.approx(200, abs=2)
+        assert interval.dropped == 0 and not interval.generator_saturated
+        assert 0 <= interval.in_flight <= 2 * plan.connections
+        for t in interval.targets.values():
+            assert t.p99_us <= t.p999_us <= t.max_us
+
+
+def test_drops_in_an_interval_mark_the_generator_saturated(sample_service):
+    # One worker at ~2 ms a request, and the engine allowed one request in flight: most of
+    # 500/s are dropped by the engine, not answered slowly by the service.
+    svc = sample_service("--threads", "1", "--work", "sleep", "--regress-cpu", "40")
+    plan = LoadPlan(
+        targets=(("a", svc.url),),
+        paths=(LIGHT,),
+        rate_per_s=500,
+        duration_s=0,
+        interval_ms=500,
+        max_in_flight=1,
+    )
+    with ControlledLoad(plan) as load:
+        interval = next(iter(load.intervals(timeout_s=10)))
+        load.stop()
+
+    assert interval.dropped > 0 and interval.generator_saturated
+    assert interval.in_flight <= 1
+    assert interval.targets["a"].sent + interval.dropped == pytest.approx(interval.scheduled, abs=1)
+
+
 def test_a_stall_shows_in_corrected_latency_only(sample_service, engine_path, tmp_path):
     svc = sample_service()
     summary = tmp_path / "summary.json"

@@ -83,22 +83,44 @@ class Gate:
 
 @dataclass(frozen=True)
 class IntervalTarget:
+    """One target's responses in an interval; latencies are NaN when there were none."""
+
     requests: int
     errors: int
     sent: int
     achieved_rate_per_s: float
     p50_us: float
     p99_us: float
+    # Defaults so that an older engine's lines still parse.
+    p999_us: float = math.nan
+    max_us: float = math.nan
 
 
 @dataclass(frozen=True)
 class IntervalStats:
-    """One ``--interval-ms`` slice of the measurement phase."""
+    """One ``--interval-ms`` slice of the measurement phase.
+
+    ``scheduled`` counts the interval's sends once however many targets there are;
+    ``late_sends`` (later than the summary's late gate allows) and ``dropped`` (the
+    ``--max-in-flight`` limit was reached) count each target's send; ``in_flight`` is what
+    was outstanding over all targets when the interval closed. An older engine leaves them 0.
+    """
 
     start_s: float
     end_s: float
     rate_per_s: float
     targets: Mapping[str, IntervalTarget]
+    scheduled: int = 0
+    late_sends: int = 0
+    dropped: int = 0
+    in_flight: int = 0
+
+    @property
+    def generator_saturated(self) -> bool:
+        """The engine itself could not keep the schedule in this interval: more than 1% of
+        its sends were late, or some were dropped. A capacity search stops on it rather
+        than blaming the service."""
+        return self.late_sends > 0.01 * self.scheduled or self.dropped > 0
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> IntervalStats:
@@ -117,9 +139,15 @@ class IntervalStats:
                     achieved_rate_per_s=float(t["achieved_rate_per_s"]),
                     p50_us=nan_if_none(t.get("p50_us")),
                     p99_us=nan_if_none(t.get("p99_us")),
+                    p999_us=nan_if_none(t.get("p999_us")),
+                    max_us=nan_if_none(t.get("max_us")),
                 )
                 for name, t in data["targets"].items()
             },
+            scheduled=int(data.get("scheduled", 0)),
+            late_sends=int(data.get("late_sends", 0)),
+            dropped=int(data.get("dropped", 0)),
+            in_flight=int(data.get("in_flight", 0)),
         )
 
 
