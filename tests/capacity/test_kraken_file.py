@@ -92,6 +92,18 @@ def test_the_policy_comes_from_the_test_table(tmp_path: Path) -> None:
     assert (policy.hold_intervals, policy.max_backoffs, policy.max_share) == (3, 2, 0.9)
 
 
+def test_a_real_fleet_names_its_frontend_and_known_server_capacity(tmp_path: Path) -> None:
+    kraken = KRAKEN.replace('kind = "cluster"', 'kind = "cluster"\nper_server_capacity_per_s = 450')
+    kraken = kraken.replace(
+        "rate_per_s = 2000", 'rate_per_s = 2000\nurl = "http://lb.example:8080"'
+    )
+    spec = load_kraken_file(write(tmp_path, kraken))
+    assert spec.test.per_server_capacity_per_s == 450
+    assert spec.traffic.url == "http://lb.example:8080"
+    message = problems_of(tmp_path, kraken.replace("http://lb.example:8080", "lb.example"))
+    assert "traffic.url: value error, 'lb.example' is not an http:// address" in message
+
+
 def test_relative_paths_are_taken_from_the_files_folder(tmp_path: Path) -> None:
     (tmp_path / "users.jsonl").write_text("")
     kraken = KRAKEN.replace('"/run/haproxy/admin.sock"', '"run/admin.sock"').replace(

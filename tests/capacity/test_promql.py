@@ -123,6 +123,17 @@ def test_two_vectors_match_on_their_labels() -> None:
     assert value(f"max({per_server})", store, 0.0) == pytest.approx(5 / 55)
 
 
+def test_max_passes_over_a_server_without_requests() -> None:
+    store = SeriesStore()
+    # web2 is drained: its mean queueing delay is 0 / 0.
+    for at_s, (web1, web2) in enumerate([((0, 0.0), (5, 0.5)), ((100, 2.0), (5, 0.5))]):
+        for server, (count, total_s) in (("web1", web1), ("web2", web2)):
+            store.add_scrape(server, float(at_s), f"q_sum {total_s}\nq_count {count}\n")
+    worst = "1000 * max(rate(q_sum[2s]) / rate(q_count[2s]))"
+    assert value(worst, store, 1.0) == pytest.approx(20.0)
+    assert value(worst, store, 1.0, ("web2",)) is None
+
+
 def test_a_query_of_several_values_asks_to_aggregate() -> None:
     store = SeriesStore()
     scrape_fleet(store, 0.0, ok=(1, 2), errors=(0, 0))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from hairline.capacity.control import Policy
 from hairline.capacity.health import HealthMetric, Level, check_health_file
@@ -30,7 +30,9 @@ def _default_steps() -> dict[str, float]:
 class TestTable(TomlModel):
     """``[test]``. ``kind = "cluster"`` measures the servers as one; ``"server"`` each
     server's capacity by its queueing delay reaching ``queue_limit_ms`` (Kraken 5.1.1).
-    ``steps`` are shares of all traffic (0.15 for 15 points) per level below NOMORE."""
+    ``steps`` are shares of all traffic (0.15 for 15 points) per level below NOMORE.
+    ``per_server_capacity_per_s``: a server's capacity from an earlier server test, for the
+    theoretical cluster capacity (that times the servers); without it the test measures it."""
 
     __test__ = False  # not a pytest test class, despite its name
 
@@ -46,6 +48,7 @@ class TestTable(TomlModel):
     near_step: float = Field(default=0.01, gt=0, le=1)
     near_fraction: float = Field(default=0.10, ge=0, lt=1)
     queue_limit_ms: float = Field(default=20.0, gt=0)
+    per_server_capacity_per_s: float | None = Field(default=None, gt=0)
 
 
 class LbTable(TomlModel):
@@ -58,11 +61,22 @@ class LbTable(TomlModel):
 
 
 class TrafficTable(TomlModel):
-    """``[traffic]``: the users' steady traffic the engine sends through the load balancer;
-    without ``trace``, the bundled sample trace."""
+    """``[traffic]``: the users' steady traffic the engine sends through the load balancer
+    (``url``, its frontend; ``--local-fleet`` fills it in); without ``trace``, the bundled
+    sample trace."""
 
     rate_per_s: float = Field(gt=0)
     trace: str | None = Field(default=None, min_length=1)
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError(
+                f"{value!r} is not an http:// address: write the frontend's, e.g. http://10.0.0.1:8080"
+            )
+        return value
 
 
 class _KrakenFile(TomlModel):

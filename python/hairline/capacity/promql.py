@@ -462,11 +462,20 @@ def _aggregate(op: str, vector: Vector, by: tuple[str, ...] | None) -> Vector:
     return {key: _REDUCE[op](values) for key, values in groups.items()}
 
 
+def _extreme(pick: Callable[[list[float]], float]) -> Callable[[list[float]], float]:
+    # As in Prometheus, max and min pass over NaN (a server without requests in a ratio).
+    def reduce(values: list[float]) -> float:
+        numbers = [v for v in values if not math.isnan(v)]
+        return pick(numbers) if numbers else math.nan
+
+    return reduce
+
+
 _REDUCE: dict[str, Callable[[list[float]], float]] = {
     "sum": math.fsum,
     "avg": lambda vs: math.fsum(vs) / len(vs),
-    "max": max,
-    "min": min,
+    "max": _extreme(max),
+    "min": _extreme(min),
 }
 
 
