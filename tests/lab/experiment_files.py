@@ -92,6 +92,7 @@ def write_experiment(
     load: Mapping[str, object] | None = None,
     design: Mapping[str, object] | None = None,
     analysis: Mapping[str, object] | None = None,
+    mode: Mapping[str, object] | None = None,
     service: Mapping[str, object] | None = None,
     thresholds: Mapping[str, str] | None = None,
     start_args: str = "",
@@ -99,7 +100,7 @@ def write_experiment(
 ) -> Experiment:
     """An experiment of the sample service (service ``sample-<tag>``) in ``folder``.
 
-    ``arms``, ``load``, ``design`` and ``analysis`` are the experiment file's tables
+    ``arms``, ``load``, ``design``, ``analysis`` and ``mode`` are the experiment file's tables
     (``load`` and ``design`` over the defaults: 300 requests/s for 1.5 s after a 0.5 s
     warm-up, three trials); ``service`` changes the service file's ``[service]`` and
     ``thresholds`` add to its ``[service.metrics]`` (CPU 2%, anonymous memory 5%).
@@ -126,6 +127,8 @@ def write_experiment(
     parts.append(_table("design", {**_DESIGN, **(design or {})}))
     if analysis:
         parts.append(_table("analysis", analysis))
+    if mode:
+        parts.append(_table("mode", mode))
     path = folder / "experiment.toml"
     path.write_text("\n".join(parts))
     return Experiment(path=path, service_path=service_path, marker=f"--warmup-s {marker}")

@@ -33,6 +33,7 @@ from hairline.config import start_command
 from hairline.errors import HairlineError
 from hairline.hosts.inventory import Allocation, ensure_local_hosts
 from hairline.lab.calibrate import calibrate
+from hairline.lab.capacity import CapacityBatch, capacity_settings
 from hairline.lab.context import Context
 from hairline.lab.queue import transition
 from hairline.lab.remote import (
@@ -166,6 +167,10 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         shares = engine_shares_a_host(allocation.addresses, allocation.cpus, engine_cpus)
     # Until calibration has run, a placeholder rate; _run replaces it before any trial.
     rate = config.load.rate_per_s or 0.0
+    measure = None
+    if config.mode_name == "capacity":
+        settings = capacity_settings(config)
+        measure, rate = CapacityBatch(settings), settings.start_rate_per_s
     return RunPlan(
         arms=tuple(arm_def(n) for n in ctx.arm_names),
         hosts=allocation.cpus,
@@ -186,12 +191,15 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         cgroup_prefix=cgroup_prefix(ctx.store, ctx.id),
         max_batch_attempts=config.design.max_batch_attempts,
         max_error_rate=service.max_error_rate,
+        measure=measure,
     )
 
 
 def _rate(ctx: Context, plan: RunPlan, remote: RemoteRun | None) -> RunPlan:
     """The plan at the experiment's replay rate: the file's, or the stored calibration's,
     or a calibration run now and stored, so a processor taking over uses the same rate."""
+    if plan.measure is not None:
+        return plan  # capacity mode searches for its rates: nothing to calibrate
     load_config = ctx.config.load
     with ctx.store.transaction() as session:
         row = session.get(Experiment, ctx.id)
