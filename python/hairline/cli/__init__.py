@@ -3,7 +3,7 @@
 Each module here turns one family of subcommands' options into typed values and calls into
 the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (status,
 report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``agent`` (agent
-start/stop), ``traffic`` (trace ...), ``record``.
+start/stop), ``traffic`` (trace ...), ``record``, ``kraken``.
 """
 
 from hairline.cli import (  # noqa: F401  (each module registers its commands)
@@ -11,6 +11,7 @@ from hairline.cli import (  # noqa: F401  (each module registers its commands)
     analysis,
     demo,
     experiments,
+    kraken,
     lab,
     record,
     run,

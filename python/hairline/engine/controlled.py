@@ -25,6 +25,7 @@ from hairline.engine.run import (
     with_summary,
 )
 from hairline.errors import ConfigError, EngineError
+from hairline.procs import child_setup
 
 _DONE = object()
 
@@ -69,6 +70,8 @@ class ControlledLoad:
                 stderr=self._stderr,
                 text=True,
                 bufsize=1,
+                # With duration 0 it runs until told to stop: it must die with its parent.
+                preexec_fn=child_setup(),
             )
         except OSError as err:
             self._close()

@@ -1,0 +1,89 @@
+"""``hairline kraken FILE``: a live-traffic load test through load-balancer weights.
+
+The file (docs/kraken.md) names the servers under test, the load balancer, the users'
+traffic and the health metrics; ``--local-fleet N`` starts a cluster on loopback to run it
+against. Exit status 0: the test finished with a capacity; 2: a user error or an abort (a
+metric without samples, HAProxy unreachable, SIGINT/SIGTERM). The original weights are back
+when it exits, whatever the path; if it is killed, its watchdog puts them back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from hairline.capacity.fleet import FleetSpec, LocalFleet
+from hairline.capacity.kraken_file import load_kraken_file
+from hairline.capacity.kraken_report import (
+    print_summary,
+    progress_line,
+    result_json,
+    write_reports,
+)
+from hairline.capacity.kraken_results import Step
+from hairline.capacity.kraken_run import plan_of, run_kraken
+from hairline.cli._base import EXIT_ERROR, EXIT_OK, console, main
+from hairline.report.jsonout import to_jsonable
+
+__all__ = ["kraken"]
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--local-fleet", "local_fleet", type=click.IntRange(1, 32), default=None, metavar="N",
+    help="Start N sample services, a limited cache and HAProxy on loopback and test them "
+    "(fills in [lb] socket and the users' URL).",
+)  # fmt: skip
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+              help="Write the results as JSON here ('-' for stdout).")  # fmt: skip
+@click.option("--html", "html_path", type=click.Path(path_type=Path), default=None,
+              help="Write a self-contained HTML report with plots here.")  # fmt: skip
+@click.option(
+    "--progress", "progress_mode", type=click.Choice(["lines", "json"]), default="lines",
+    help="One line per control interval, or one JSON object per line (stderr when "
+    "--json is '-').",
+)  # fmt: skip
+@click.option("--watchdog-log", type=click.Path(path_type=Path), default=None,
+              help="Where the weight watchdog logs what it does (default: stderr).")  # fmt: skip
+def kraken(
+    file: Path,
+    local_fleet: int | None,
+    json_path: Path | None,
+    html_path: Path | None,
+    progress_mode: str,
+    watchdog_log: Path | None,
+) -> None:
+    """Shift live traffic to the servers of FILE until a health metric says stop."""
+    out = console(json_path)
+    test = load_kraken_file(file)
+    plan = plan_of(test, local_fleet=local_fleet is not None)
+
+    def on_step(phase: str, step: Step) -> None:
+        if progress_mode == "json":
+            line = json.dumps({"event": "step", "phase": phase, **to_jsonable(step)})
+            print(line, file=sys.stderr if str(json_path) == "-" else sys.stdout, flush=True)
+        else:
+            out.print(progress_line(phase, step), markup=False, highlight=False, soft_wrap=True)
+
+    if local_fleet is not None:
+        with LocalFleet(FleetSpec(servers=local_fleet)) as fleet:
+            out.print(
+                f"local fleet: {', '.join(fleet.servers)} and rest behind HAProxy "
+                f"{fleet.frontend_url} (admin socket {fleet.socket_path})",
+                markup=False,
+            )
+            result = run_kraken(plan, fleet=fleet, on_step=on_step, watchdog_log=watchdog_log)
+    else:
+        result = run_kraken(plan, on_step=on_step, watchdog_log=watchdog_log)
+    if str(json_path) == "-":
+        json.dump(to_jsonable(result_json(result)), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        json_path = None
+    write_reports(result, json_path=json_path, html_path=html_path)
+    if progress_mode == "lines" or json_path is not None:
+        print_summary(result, out)
+    sys.exit(EXIT_OK if result.found else EXIT_ERROR)
