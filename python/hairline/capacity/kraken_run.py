@@ -116,12 +116,21 @@ def server_phase(plan: KrakenPlan, servers: tuple[str, ...], drained: tuple[str,
     # A cluster's metrics judge the cluster; a server test keeps the users' (engine) and
     # named servers' metrics and judges each server by its queueing delay.
     kept = tuple(m for m in plan.health if m.entity != "cluster")
+    # A server tested before its cluster takes steps in proportion to its part of the
+    # cluster: 15 points of all traffic would be half its capacity in one step, and its
+    # queueing delay, flat until the knee, would then say little about where the knee is.
+    part = len(servers) / (len(servers) + len(drained))
+    policy = replace(
+        plan.policy,
+        steps={level: step * part for level, step in plan.policy.steps.items()},
+        near_step=plan.policy.near_step * part,
+    )
     return PhaseSpec(
         kind="server",
         servers=servers,
         drained=drained,
         health=(*kept, queue_metric(plan.queue_limit_ms, plan.control_interval_s)),
-        policy=plan.policy,
+        policy=policy,
         control_interval_s=plan.control_interval_s,
         sample_interval_s=plan.sample_interval_s,
         max_duration_s=plan.max_duration_s,
