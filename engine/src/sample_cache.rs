@@ -14,7 +14,7 @@
 //! the cache keeps one persistent connection per worker thread.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream as StdStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -24,6 +24,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::sample_cost::{hash_bytes, mix64};
+use crate::sample_service::{bind, parse_host, SampleServiceError};
 
 /// How often idle loops look at the shutdown flag.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
@@ -56,16 +57,9 @@ pub struct SampleCacheArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleCacheError {
-    #[error("port {port} on {host} is already in use; pass --port 0 to pick a free port, or stop the process holding it")]
-    PortInUse { host: String, port: u16 },
-    #[error("cannot listen on {host}:{port}")]
-    Listen {
-        host: String,
-        port: u16,
-        source: io::Error,
-    },
-    #[error("--host {0:?} is not an IP address (write e.g. 127.0.0.1 or ::1)")]
-    BadHost(String),
+    /// A bad `--host` or a port that cannot be listened on: the sample service's errors.
+    #[error(transparent)]
+    Listen(#[from] SampleServiceError),
     #[error("--{flag} {value} is invalid: {hint}")]
     BadFlag {
         flag: &'static str,
@@ -77,10 +71,7 @@ pub enum SampleCacheError {
 }
 
 fn validate(args: &SampleCacheArgs) -> Result<SocketAddr, SampleCacheError> {
-    let ip: std::net::IpAddr = args
-        .host
-        .parse()
-        .map_err(|_| SampleCacheError::BadHost(args.host.clone()))?;
+    let ip = parse_host(&args.host)?;
     if !(1..=MAX_SLOTS).contains(&args.slots) {
         return Err(SampleCacheError::BadFlag {
             flag: "slots",
@@ -253,14 +244,7 @@ fn serve_connection(stream: StdStream, slots: &Slots, shutdown: &AtomicBool) -> 
 
 pub fn run(args: SampleCacheArgs) -> Result<(), SampleCacheError> {
     let addr = validate(&args)?;
-    let std_listener = StdListener::bind(addr).map_err(|source| {
-        let (host, port) = (addr.ip().to_string(), addr.port());
-        if source.kind() == io::ErrorKind::AddrInUse {
-            SampleCacheError::PortInUse { host, port }
-        } else {
-            SampleCacheError::Listen { host, port, source }
-        }
-    })?;
+    let std_listener = bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let local = std_listener.local_addr()?;
     let mut listener = TcpListener::from_std(std_listener);

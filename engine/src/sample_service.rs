@@ -140,10 +140,7 @@ struct Checked {
 }
 
 fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
-    let ip: std::net::IpAddr = args
-        .host
-        .parse()
-        .map_err(|_| SampleServiceError::BadHost(args.host.clone()))?;
+    let ip = parse_host(&args.host)?;
     let threads = match args.threads {
         Some(0) => {
             return Err(SampleServiceError::BadFlag {
@@ -637,7 +634,14 @@ fn worker_loop(
     Ok(())
 }
 
-fn bind(addr: SocketAddr) -> Result<StdListener, SampleServiceError> {
+/// `--host` as an IP address.
+pub(crate) fn parse_host(host: &str) -> Result<std::net::IpAddr, SampleServiceError> {
+    host.parse()
+        .map_err(|_| SampleServiceError::BadHost(host.to_string()))
+}
+
+/// Listens on `addr`, naming a port in use and how to pick another.
+pub(crate) fn bind(addr: SocketAddr) -> Result<StdListener, SampleServiceError> {
     StdListener::bind(addr).map_err(|source| {
         let (host, port) = (addr.ip().to_string(), addr.port());
         if source.kind() == io::ErrorKind::AddrInUse {
