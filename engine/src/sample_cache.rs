@@ -21,10 +21,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token};
 
 use crate::sample_cost::{hash_bytes, mix64};
-use crate::sample_service::{bind, parse_host, SampleServiceError};
+use crate::sample_service::{accept_until, bind, parse_host, SampleServiceError};
 
 /// How often idle loops look at the shutdown flag.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
@@ -247,7 +246,7 @@ pub fn run(args: SampleCacheArgs) -> Result<(), SampleCacheError> {
     let std_listener = bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let local = std_listener.local_addr()?;
-    let mut listener = TcpListener::from_std(std_listener);
+    let listener = TcpListener::from_std(std_listener);
 
     let shutdown = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&shutdown))?;
@@ -264,42 +263,19 @@ pub fn run(args: SampleCacheArgs) -> Result<(), SampleCacheError> {
         stdout.flush()?;
     }
 
-    let mut poll = Poll::new()?;
-    const LISTENER: Token = Token(0);
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
-    let mut events = Events::with_capacity(16);
-    while !shutdown.load(Ordering::Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e.into());
-        }
-        loop {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let (slots, shutdown) = (Arc::clone(&slots), Arc::clone(&shutdown));
-                    // mio hands out non-blocking sockets; a connection's thread blocks.
-                    let stream = StdStream::from(stream);
-                    stream.set_nonblocking(false)?;
-                    thread::Builder::new()
-                        .name("sample-cache-conn".into())
-                        .spawn(move || {
-                            tighten_timer_slack();
-                            let _ = serve_connection(stream, &slots, &shutdown);
-                        })?;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    eprintln!("sample-cache: accept failed: {e}");
-                    thread::sleep(Duration::from_millis(10));
-                    break;
-                }
-            }
-        }
-    }
+    accept_until(listener, &shutdown, "sample-cache", |stream| {
+        let (slots, shutdown) = (Arc::clone(&slots), Arc::clone(&shutdown));
+        // mio hands out non-blocking sockets; a connection's thread blocks.
+        let stream = StdStream::from(stream);
+        stream.set_nonblocking(false)?;
+        thread::Builder::new()
+            .name("sample-cache-conn".into())
+            .spawn(move || {
+                tighten_timer_slack();
+                let _ = serve_connection(stream, &slots, &shutdown);
+            })?;
+        Ok(())
+    })?;
     // Connection threads are detached: they end with the process.
     Ok(())
 }

@@ -652,6 +652,45 @@ pub(crate) fn bind(addr: SocketAddr) -> Result<StdListener, SampleServiceError> 
     })
 }
 
+/// Accepts connections and hands each to `on_stream` until `shutdown` is set. An accept that
+/// fails (out of descriptors and the like) is said on stderr, under `who`, and serving goes on.
+pub(crate) fn accept_until(
+    mut listener: TcpListener,
+    shutdown: &AtomicBool,
+    who: &str,
+    mut on_stream: impl FnMut(TcpStream) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut poll = Poll::new()?;
+    const LISTENER: Token = Token(0);
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let mut events = Events::with_capacity(64);
+    while !shutdown.load(Ordering::Relaxed) {
+        if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if events.is_empty() {
+            continue;
+        }
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => on_stream(stream)?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    eprintln!("{who}: accept failed: {e}");
+                    thread::sleep(Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
     let Checked {
         addr,
@@ -675,7 +714,7 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
     let std_listener = bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let local = std_listener.local_addr()?;
-    let mut listener = TcpListener::from_std(std_listener);
+    let listener = TcpListener::from_std(std_listener);
 
     let shutdown = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&shutdown))?;
@@ -707,42 +746,15 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         stdout.flush()?;
     }
 
-    let mut poll = Poll::new()?;
-    const LISTENER: Token = Token(0);
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
-    let mut events = Events::with_capacity(64);
     let next = AtomicUsize::new(0);
-    while !shutdown.load(Ordering::Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e.into());
+    accept_until(listener, &shutdown, "sample-service", |stream| {
+        let _ = stream.set_nodelay(true);
+        let i = next.fetch_add(1, Ordering::Relaxed) % workers.len();
+        if workers[i].sender.send(stream).is_ok() {
+            let _ = workers[i].waker.wake();
         }
-        if events.is_empty() {
-            continue;
-        }
-        loop {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    let i = next.fetch_add(1, Ordering::Relaxed) % workers.len();
-                    if workers[i].sender.send(stream).is_ok() {
-                        let _ = workers[i].waker.wake();
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // Out of descriptors and the like: say so, back off, keep serving.
-                    eprintln!("sample-service: accept failed: {e}");
-                    thread::sleep(Duration::from_millis(10));
-                    break;
-                }
-            }
-        }
-    }
+        Ok(())
+    })?;
     drop(workers);
     for join in joins {
         match join.join() {
