@@ -27,6 +27,15 @@ level_ranges = {{ {ranges} }}
     return path
 
 
+def quiet_health(folder: Path) -> Path:
+    """Thresholds far above anything the fleet serves: a test that shifts and keeps going."""
+    return served_rate_health(
+        folder,
+        "BOLD = [0, 2000], MODERATE = [2000, 2100], CAUTIOUS = [2100, 2200], "
+        "NOMORE = [2200, 2300], BACKOFF = [2300, inf]",
+    )
+
+
 def kraken_file(
     folder: Path,
     fleet: LocalFleet,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kraken_files import EXAMPLES, kraken_file, served_rate_health
+from kraken_files import EXAMPLES, kraken_file, quiet_health, served_rate_health
 
 from conftest import live_processes_with
 from hairline.capacity.fleet import LocalFleet
@@ -119,8 +119,9 @@ def test_a_metric_at_backoff_sends_the_weights_back_within_one_control_interval(
     result = run(path, kraken_fleet)
     test = result.test
     first_high = next(s.t_s for s in test.samples if (s.values["served"] or 0) >= 510)
-    back = next(s for s in test.steps if s.action in ("back_off", "stop") and s.t_s > first_high)
-    assert back.t_s - first_high <= 1.0 + 0.5  # one control interval (and one sample)
+    # The decision at the sample that first saw it, or at the next control interval.
+    back = next(s for s in test.steps if s.action in ("back_off", "stop") and s.t_s >= first_high)
+    assert back.t_s - first_high <= 1.0
     assert back.next_share == pytest.approx(0.20, abs=0.005)
     assert back.share == pytest.approx(0.35, abs=0.005)
     assert "served" in test.stopped_by and "BACKOFF" in test.stopped_by
@@ -135,12 +136,9 @@ def test_an_unreachable_load_balancer_aborts_and_the_weights_come_back(
     # watchdog, trying for up to 30 s, puts the weights back.
     link = tmp_path / "admin.sock"
     link.symlink_to(kraken_fleet.socket_path)
-    health = served_rate_health(
-        tmp_path,
-        "BOLD = [0, 2000], MODERATE = [2000, 2100], CAUTIOUS = [2100, 2200], "
-        "NOMORE = [2200, 2300], BACKOFF = [2300, inf]",
+    path = kraken_file(
+        tmp_path, kraken_fleet, health=quiet_health(tmp_path), socket=link, per_server=100
     )
-    path = kraken_file(tmp_path, kraken_fleet, health=health, socket=link, per_server=100)
     plan = plan_of(load_kraken_file(path))
 
     def cut(phase: str, step: object) -> None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kraken_files import kraken_file, served_rate_health
+from kraken_files import kraken_file, quiet_health, served_rate_health
 
 from conftest import live_processes_with
 from hairline.capacity.fleet import LocalFleet
@@ -31,28 +31,31 @@ def hairline(*args: str, engine: Path) -> subprocess.Popen[str]:
     )
 
 
+def shifted_run(
+    fleet: LocalFleet, engine: Path, folder: Path, *extra: str
+) -> tuple[subprocess.Popen[str], dict[str, int]]:
+    """`hairline kraken` on the fleet, once it has shifted the weights; and the original."""
+    path = kraken_file(folder, fleet, health=quiet_health(folder), per_server=100)
+    lb = HAProxyRuntime(fleet.socket_path, fleet.backend)
+    original = lb.weights()
+    proc = hairline("kraken", str(path), *extra, engine=engine)
+    deadline = time.monotonic() + 20
+    while lb.weights() == original:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the test never shifted the weights"
+        time.sleep(0.05)
+    return proc, original
+
+
 @pytest.mark.slow
 def test_sigkill_of_the_controller_and_the_watchdog_restores_within_two_intervals(
     kraken_fleet: LocalFleet, engine_path: Path, tmp_path: Path
 ) -> None:
-    health = served_rate_health(
-        tmp_path,
-        "BOLD = [0, 2000], MODERATE = [2000, 2100], CAUTIOUS = [2100, 2200], "
-        "NOMORE = [2200, 2300], BACKOFF = [2300, inf]",
-    )
-    path = kraken_file(tmp_path, kraken_fleet, health=health, per_server=100)
     lb = HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend)
-    original = lb.weights()
-    proc = hairline("kraken", str(path), engine=engine_path)
+    proc, original = shifted_run(kraken_fleet, engine_path, tmp_path)
     try:
-        deadline = time.monotonic() + 20
-        while lb.weights() == original:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the test never shifted the weights"
-            time.sleep(0.05)
         time.sleep(1.2)  # past a control interval: a second shift, mid-test
-        shifted = lb.weights()
-        assert shifted != original
+        assert lb.weights() != original
         proc.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
         proc.wait()
@@ -76,24 +79,12 @@ def test_sigkill_of_the_controller_and_the_watchdog_restores_within_two_interval
 def test_sigterm_aborts_restores_and_exits_2_with_the_json(
     kraken_fleet: LocalFleet, engine_path: Path, tmp_path: Path
 ) -> None:
-    health = served_rate_health(
-        tmp_path,
-        "BOLD = [0, 2000], MODERATE = [2000, 2100], CAUTIOUS = [2100, 2200], "
-        "NOMORE = [2200, 2300], BACKOFF = [2300, inf]",
-    )
-    path = kraken_file(tmp_path, kraken_fleet, health=health, per_server=100)
-    lb = HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend)
-    original = lb.weights()
     out = tmp_path / "kraken.json"
-    proc = hairline("kraken", str(path), "--json", str(out), engine=engine_path)
-    deadline = time.monotonic() + 20
-    while lb.weights() == original:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    proc, original = shifted_run(kraken_fleet, engine_path, tmp_path, "--json", str(out))
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 2, stdout + stderr
-    assert lb.weights() == original
+    assert HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend).weights() == original
     doc = json.loads(out.read_text())
     assert doc["aborted"] is True and doc["weights_restored"] is True
     assert doc["stopped_by"] == "interrupted (SIGINT or SIGTERM)"

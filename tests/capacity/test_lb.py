@@ -90,3 +90,14 @@ def test_an_unreachable_socket_names_itself_and_the_lb_field(tmp_path: Path) -> 
         HAProxyRuntime(missing, "web").weights()
     assert str(missing) in caught.value.message
     assert caught.value.hint is not None and "level admin" in caught.value.hint
+
+
+def test_the_rest_keeps_its_own_proportions() -> None:
+    # A server test of web1: web2..web4 and the rest of the region share what web1 does not
+    # as they did before (10:10:10:160), so that no other web server is flooded.
+    others = {"web2": 10, "web3": 10, "web4": 10, "rest": 160}
+    for share in (0.05, 0.2, 0.35, 0.6):
+        weights = weights_for_share(("web1",), others, share)
+        assert share_of(weights, ("web1",)) == pytest.approx(share, abs=0.002)
+        assert weights["rest"] == pytest.approx(16 * weights["web2"], rel=0.1)
+        assert weights["web2"] == weights["web3"] == weights["web4"] >= 1

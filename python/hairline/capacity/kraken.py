@@ -112,7 +112,9 @@ class Controller:
                 f"(it has {', '.join(original)})",
                 hint="name the backend's servers in the kraken file's [test] servers",
             )
-        others = tuple(s for s in original if s not in spec.servers and s not in spec.drained)
+        others = {
+            s: w for s, w in original.items() if s not in spec.servers and s not in spec.drained
+        }
         start = (
             spec.start_share if spec.start_share is not None else share_of(original, spec.servers)
         )
@@ -147,7 +149,8 @@ class _Run:
     controller: Controller
     spec: PhaseSpec
     original: Mapping[str, int]
-    others: tuple[str, ...]
+    #: The servers that take what the servers under test do not, with their weights.
+    others: Mapping[str, int]
     share: float
     samples: list[TestSample] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
@@ -389,7 +392,8 @@ class _Run:
             restored=self.restored,
             capacity_per_s=capacity,
             server_capacities=capacities,
-            bottleneck=find_bottleneck(start, end),
+            # A server alone is tested below what any shared dependency could limit.
+            bottleneck=find_bottleneck(start, end) if spec.kind == "cluster" else None,
             notes=tuple(self.notes),
             metric_ranges={m.name: m.ranges for m in spec.health},
         )

@@ -229,16 +229,7 @@ def run_kraken(
                 per_server = test.capacity_per_s
             else:
                 test = controller.run(cluster_phase(plan))
-    if plan.kind == "server":
-        # A server test's answer is the per-server capacity itself.
-        return KrakenResult(
-            file=str(plan.file),
-            kind=plan.kind,
-            test=test,
-            per_server_capacity_per_s=per_server,
-            measured_capacity_per_s=per_server,
-            queue_limit_ms=plan.queue_limit_ms,
-        )
+    server_kind = plan.kind == "server"
     theoretical = per_server * len(plan.servers) if per_server is not None else None
     return KrakenResult(
         file=str(plan.file),
@@ -246,7 +237,8 @@ def run_kraken(
         test=test,
         server_test=server_test,
         per_server_capacity_per_s=per_server,
-        theoretical_capacity_per_s=theoretical,
+        # A server test's answer is the per-server capacity itself.
+        theoretical_capacity_per_s=None if server_kind else theoretical,
         measured_capacity_per_s=test.capacity_per_s,
         queue_limit_ms=plan.queue_limit_ms,
         notes=tuple(notes),

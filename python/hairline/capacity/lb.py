@@ -133,30 +133,43 @@ def share_of(weights: Mapping[str, int], servers_under_test: Sequence[str]) -> f
 
 
 def weights_for_share(
-    servers_under_test: Sequence[str], others: Sequence[str], share: float
+    servers_under_test: Sequence[str], others: Sequence[str] | Mapping[str, int], share: float
 ) -> dict[str, int]:
     """Integer weights (0..256) that give ``servers_under_test`` ``share`` of the traffic as
-    closely as possible, each group's servers weighted alike (round robin spreads a group's
-    part evenly over it). Of equally close answers the one with the largest weights wins,
-    so that the next small step is still representable."""
+    closely as possible. The servers under test are weighted alike (round robin spreads
+    their part evenly); ``others`` too, or, given as a mapping of their weights, in those
+    proportions (as nearly as integers allow), so that the rest of the region keeps its
+    own balance. Of equally close answers the one with the largest weights wins, so that
+    the next small step is still representable."""
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"share must be in [0, 1], got {share}")
     if not servers_under_test:
         raise ValueError("no servers under test")
-    if not others or share >= 1.0:
+    proportions = dict(others) if isinstance(others, Mapping) else dict.fromkeys(others, 1)
+    if not any(proportions.values()) and proportions:
+        proportions = dict.fromkeys(proportions, 1)
+    if not proportions or share >= 1.0:
         return {**dict.fromkeys(servers_under_test, MAX_WEIGHT), **dict.fromkeys(others, 0)}
     if share <= 0.0:
-        return {**dict.fromkeys(servers_under_test, 0), **dict.fromkeys(others, MAX_WEIGHT)}
-    n, m = len(servers_under_test), len(others)
-    best: tuple[float, int, int, int] | None = None
-    for b in range(1, MAX_WEIGHT + 1):
-        # n*a / (n*a + m*b) = share  <=>  a = share * m * b / (n * (1 - share))
-        ideal = share * m * b / (n * (1.0 - share))
+        return {**dict.fromkeys(servers_under_test, 0), **_scaled(proportions, MAX_WEIGHT)}
+    n = len(servers_under_test)
+    best: tuple[float, int, int, dict[str, int]] | None = None
+    for largest in range(1, MAX_WEIGHT + 1):
+        rest = _scaled(proportions, largest)
+        total = sum(rest.values())
+        # n*a / (n*a + total) = share  <=>  a = share * total / (n * (1 - share))
+        ideal = share * total / (n * (1.0 - share))
         for a in {min(MAX_WEIGHT, max(0, int(ideal))), min(MAX_WEIGHT, int(ideal) + 1)}:
-            error = abs(n * a / (n * a + m * b) - share)
-            key = (round(error, 9), -(a + b), a, b)
-            if best is None or key < best:
+            error = abs(n * a / (n * a + total) - share)
+            key = (round(error, 9), -(a + largest), a, rest)
+            if best is None or key[:3] < best[:3]:
                 best = key
     assert best is not None
-    _, _, a, b = best
-    return {**dict.fromkeys(servers_under_test, a), **dict.fromkeys(others, b)}
+    return {**dict.fromkeys(servers_under_test, best[2]), **best[3]}
+
+
+def _scaled(proportions: Mapping[str, int], largest: int) -> dict[str, int]:
+    """The weights in these proportions whose largest is ``largest`` (none below 1 that was
+    above 0, so that no server of the rest is drained by rounding)."""
+    top = max(proportions.values())
+    return {s: 0 if w <= 0 else max(1, round(w * largest / top)) for s, w in proportions.items()}
