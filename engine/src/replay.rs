@@ -313,6 +313,11 @@ struct Engine<'p> {
     scheduled: u64,
     /// Paced writes (see [`Pending::paced`]) more than `LATE_NS` after their due time.
     late_sends: u64,
+    /// Sends the pacer itself took off its schedule more than `LATE_NS` late: the engine's
+    /// own loop fell behind (CPU, a stall). Unlike `late_sends` this never counts a wait for
+    /// a connection the target was slow to accept, so it tells a saturated generator from a
+    /// saturated target.
+    behind: u64,
     /// Write time minus due time of each paced write, to each target.
     lateness: Histogram<u64>,
     skew: Histogram<u64>,
@@ -327,6 +332,7 @@ struct Engine<'p> {
     /// service.
     iv_scheduled: u64,
     iv_late_sends: u64,
+    iv_behind: u64,
     iv_dropped: u64,
     warmup_sent: u64,
     hdr_serializer: V2DeflateSerializer,
@@ -399,6 +405,7 @@ pub fn run(plan: &Plan, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<Value, Re
         window_end_ns: NEVER_NS,
         scheduled: 0,
         late_sends: 0,
+        behind: 0,
         lateness: new_latency_histogram(),
         skew: new_latency_histogram(),
         gaps: Vec::new(),
@@ -409,6 +416,7 @@ pub fn run(plan: &Plan, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<Value, Re
         interval_start_ns: 0,
         iv_scheduled: 0,
         iv_late_sends: 0,
+        iv_behind: 0,
         iv_dropped: 0,
         warmup_sent: 0,
         hdr_serializer: V2DeflateSerializer::new(),
@@ -672,6 +680,10 @@ impl<'p> Engine<'p> {
             if measured {
                 self.scheduled += 1;
                 self.iv_scheduled += 1;
+                if now.saturating_sub(due) > validity::LATE_NS {
+                    self.behind += 1;
+                    self.iv_behind += 1;
+                }
                 if matches!(self.plan.arrival, Arrival::Poisson { .. })
                     && self.gaps.len() < MAX_GAPS
                 {
@@ -1148,12 +1160,14 @@ impl<'p> Engine<'p> {
             "rate_per_s": self.rate_per_s,
             "scheduled": self.iv_scheduled,
             "late_sends": self.iv_late_sends,
+            "behind": self.iv_behind,
             "dropped": self.iv_dropped,
             "in_flight": self.targets.iter().map(|t| t.outstanding).sum::<usize>(),
             "targets": per_target,
         });
         self.iv_scheduled = 0;
         self.iv_late_sends = 0;
+        self.iv_behind = 0;
         self.iv_dropped = 0;
         if self.plan.control {
             let mut out = io::stdout().lock();
@@ -1270,6 +1284,7 @@ impl<'p> Engine<'p> {
             "scheduled": self.scheduled,
             "scheduled_rate_per_s": per_s(self.scheduled),
             "late_sends": self.late_sends,
+            "behind": self.behind,
             "late_share": if !self.lateness.is_empty() { self.late_sends as f64 / self.lateness.len() as f64 } else { 0.0 },
             "pacing_error_us": percentiles_us(&self.lateness),
             "dispatch_skew_us": percentiles_us(&self.skew),

@@ -315,14 +315,15 @@ def test_control_intervals_say_what_was_scheduled_late_dropped_and_outstanding(s
             assert t.p99_us <= t.p999_us <= t.max_us
 
 
-def test_drops_in_an_interval_mark_the_generator_saturated(sample_service):
-    # One worker at ~2 ms a request, and the engine allowed one request in flight: most of
-    # 500/s are dropped by the engine, not answered slowly by the service.
+def test_drops_at_a_saturated_service_are_not_the_generators_saturation(sample_service):
+    # One worker at ~1.7 ms a request (~580/s), and the engine allowed one request in
+    # flight: much of 1,500/s is dropped by the engine, not answered slowly by the service.
+    # The engine kept its schedule, so a capacity search must blame the service.
     svc = sample_service("--threads", "1", "--work", "sleep", "--regress-cpu", "40")
     plan = LoadPlan(
         targets=(("a", svc.url),),
         paths=(LIGHT,),
-        rate_per_s=500,
+        rate_per_s=1500,
         duration_s=0,
         interval_ms=500,
         max_in_flight=1,
@@ -331,9 +332,29 @@ def test_drops_in_an_interval_mark_the_generator_saturated(sample_service):
         interval = next(iter(load.intervals(timeout_s=10)))
         load.stop()
 
-    assert interval.dropped > 0 and interval.generator_saturated
+    assert interval.dropped > 0 and not interval.generator_saturated
     assert interval.in_flight <= 1
     assert interval.targets["a"].sent + interval.dropped == pytest.approx(interval.scheduled, abs=1)
+
+
+def test_an_engine_that_stalls_is_behind_its_schedule(sample_service):
+    # SIGSTOP freezes the engine's pacer for 200 ms: every send due meanwhile leaves late,
+    # which is the generator's own saturation (a VM's pause looks the same).
+    svc = sample_service()
+    plan = LoadPlan(
+        targets=(("a", svc.url),), paths=(LIGHT,), rate_per_s=500, duration_s=0, interval_ms=500
+    )
+    with ControlledLoad(plan) as load:
+        intervals = iter(load.intervals(timeout_s=10))
+        first = next(intervals)
+        os.kill(load.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        os.kill(load.pid, signal.SIGCONT)
+        stalled = [next(intervals) for _ in range(2)]
+        load.stop()
+
+    assert not first.generator_saturated
+    assert any(i.behind >= 50 and i.generator_saturated for i in stalled)
 
 
 def test_a_stall_shows_in_corrected_latency_only(sample_service, engine_path, tmp_path):

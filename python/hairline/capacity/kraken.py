@@ -45,10 +45,8 @@ from hairline.collect.prometheus import parse_text
 from hairline.engine import ControlledLoad, IntervalStats
 from hairline.errors import HairlineError, LoadBalancerError
 
-__all__ = ["ENGINE_KEYS", "Controller", "PhaseSpec"]
+__all__ = ["Controller", "PhaseSpec"]
 
-#: The values an "engine" entity's key may name: the users' view through the frontend.
-ENGINE_KEYS = ("p50_ms", "p99_ms", "p999_ms", "error_rate", "achieved_rate_per_s")
 _SCRAPE_TIMEOUT_S = 2.0
 
 

