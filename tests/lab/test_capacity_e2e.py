@@ -16,12 +16,6 @@ from experiment_files import write_experiment
 from test_lab_e2e import assert_nothing_left, hairline
 
 SLEEPING = "--work sleep --threads 1"
-# Past an arm's knee its one worker accepts connections late, the engine's sends wait and
-# more than 1% go out late: the generator check spoils the batch (docs/capacity.md,
-# Limits). On a 2-CPU VM that left one to three of three trials out.
-GENERATOR_ON_2_CPUS = pytest.mark.xfail(
-    reason="generator_saturated spoils most batches past the knee on 2 CPUs", strict=False
-)
 CAPACITY = {
     "name": "capacity",
     "slo_p99_ms": 20,
@@ -48,7 +42,6 @@ def run_capacity(tmp_path: Path, engine_path: Path, command: str, arms: dict[str
 
 
 @pytest.mark.slow
-@GENERATOR_ON_2_CPUS
 def test_a_10_percent_slower_candidate_has_a_lower_capacity(
     tmp_path: Path, engine_path: Path
 ) -> None:
@@ -72,7 +65,6 @@ def test_a_10_percent_slower_candidate_has_a_lower_capacity(
 
 
 @pytest.mark.slow
-@GENERATOR_ON_2_CPUS
 def test_an_aa_in_capacity_mode_is_not_flagged(tmp_path: Path, engine_path: Path) -> None:
     report = run_capacity(
         tmp_path, engine_path, "aa", {"A": {}, "B": {"args": ["--regress-cpu", "0.1"]}}
