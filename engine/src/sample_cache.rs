@@ -20,10 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpListener;
-
 use crate::sample_cost::{hash_bytes, mix64};
-use crate::sample_service::{accept_until, bind, parse_host, SampleServiceError};
+use crate::sample_service::{accept_until, listen, parse_host, SampleServiceError};
 
 /// How often idle loops look at the shutdown flag.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
@@ -243,14 +241,7 @@ fn serve_connection(stream: StdStream, slots: &Slots, shutdown: &AtomicBool) -> 
 
 pub fn run(args: SampleCacheArgs) -> Result<(), SampleCacheError> {
     let addr = validate(&args)?;
-    let std_listener = bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    let local = std_listener.local_addr()?;
-    let listener = TcpListener::from_std(std_listener);
-
-    let shutdown = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&shutdown))?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&shutdown))?;
+    let (listener, local, shutdown) = listen(addr)?;
     let slots = Arc::new(Slots {
         free_at: Mutex::new(vec![Instant::now(); args.slots]),
         service: Duration::from_micros(args.service_us),

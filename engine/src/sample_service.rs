@@ -654,6 +654,20 @@ pub(crate) fn bind(addr: SocketAddr) -> Result<StdListener, SampleServiceError> 
 
 /// Accepts connections and hands each to `on_stream` until `shutdown` is set. An accept that
 /// fails (out of descriptors and the like) is said on stderr, under `who`, and serving goes on.
+/// The non-blocking listener on `addr`, its bound address (port 0 resolved) and the flag
+/// SIGTERM and SIGINT set: what each of the engine's servers starts with.
+pub(crate) fn listen(
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr, Arc<AtomicBool>), SampleServiceError> {
+    let std_listener = bind(addr)?;
+    std_listener.set_nonblocking(true)?;
+    let local = std_listener.local_addr()?;
+    let shutdown = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&shutdown))?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&shutdown))?;
+    Ok((TcpListener::from_std(std_listener), local, shutdown))
+}
+
 pub(crate) fn accept_until(
     mut listener: TcpListener,
     shutdown: &AtomicBool,
@@ -711,14 +725,7 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         cache,
     };
 
-    let std_listener = bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    let local = std_listener.local_addr()?;
-    let listener = TcpListener::from_std(std_listener);
-
-    let shutdown = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&shutdown))?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&shutdown))?;
+    let (listener, local, shutdown) = listen(addr)?;
 
     let shared = Arc::new(Shared {
         settings,
