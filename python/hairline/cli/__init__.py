@@ -3,7 +3,7 @@
 Each module here turns one family of subcommands' options into typed values and calls into
 the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (status,
 report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``agent`` (agent
-start/stop), ``traffic`` (trace ...), ``record``, ``kraken``.
+start/stop), ``traffic`` (trace ...), ``record``, ``kraken``, ``serve``.
 """
 
 from hairline.cli import (  # noqa: F401  (each module registers its commands)
@@ -15,6 +15,7 @@ from hairline.cli import (  # noqa: F401  (each module registers its commands)
     lab,
     record,
     run,
+    serve,
     traffic,
 )
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, EXIT_WAITING, main

@@ -130,9 +130,14 @@ def enqueue(
     config: ExperimentConfig,
     *,
     kind: str = "ab",
+    submitted_by: str = "cli",
+    origin: str = "",
+    priority: int | None = None,
     clock: Clock = time.time,
 ) -> int:
-    """Add an experiment to the queue (phase ``queued``) with its arms and trials."""
+    """Add an experiment to the queue (phase ``queued``) with its arms and trials.
+
+    ``priority`` overrides the file's (periodic A/A runs go in below everything else)."""
     now = clock()
     with store.transaction() as session:
         service = session.scalar(select(Service).where(Service.name == config.service.name))
@@ -144,8 +149,10 @@ def enqueue(
             service_id=service.id,
             kind=kind,
             team=config.team,
-            priority=config.priority,
+            priority=config.priority if priority is None else priority,
             phase="queued",
+            submitted_by=submitted_by,
+            origin=origin,
             spec=config.model_dump_json(),
             source_file=config.source,
             artifacts_dir="",

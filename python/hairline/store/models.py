@@ -22,15 +22,20 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "AaSchedule",
+    "ApiToken",
     "Arm",
+    "AuditEntry",
     "Base",
     "Build",
     "Experiment",
     "Host",
     "Quota",
     "RegionQuota",
+    "RegisteredCommand",
     "Run",
     "Service",
+    "Triage",
     "Trial",
     "VerdictRow",
 ]
@@ -66,10 +71,14 @@ class Experiment(Base):
         Index("ix_experiments_claim", "phase", "priority", "id"),
         # The experiments processors hold now (fairness counts them): a few rows of many.
         Index("ix_experiments_lease", "lease_expires_at"),
+        # The dashboard's list, newest first, filtered by team or service: keyset paging on
+        # id stays one index range however many experiments there are.
+        Index("ix_experiments_team_id", "team", "id"),
+        Index("ix_experiments_service_id", "service_id", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    service_id: Mapped[int] = mapped_column(ForeignKey("services.id"), index=True)
+    service_id: Mapped[int] = mapped_column(ForeignKey("services.id"))
     kind: Mapped[str] = mapped_column(String(8))  # "ab" | "aa"
     team: Mapped[str] = mapped_column(String(200))
     phase: Mapped[str] = mapped_column(String(16), index=True)
@@ -94,6 +103,10 @@ class Experiment(Base):
     priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # The region all of its hosts come from, chosen at its first allocation.
     region: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    # Who asked for it: "cli" from the command line, else the API token's name; what asked
+    # for it: "" by hand, "schedule" for a periodic A/A run, "bisect" for a bisection step.
+    submitted_by: Mapped[str] = mapped_column(String(200), default="cli", server_default="cli")
+    origin: Mapped[str] = mapped_column(String(32), default="", server_default="")
 
 
 class Arm(Base):
@@ -255,3 +268,82 @@ class VerdictRow(Base):
     p_value: Mapped[float | None] = mapped_column(Float, nullable=True)
     threshold: Mapped[str] = mapped_column(String(32))
     direction: Mapped[str] = mapped_column(String(32))
+
+
+class ApiToken(Base):
+    """An API token: only its SHA-256 is stored (tokens are 32 random bytes, so a fast hash
+    is safe; a slow one would only slow every request). ``scope`` is read < submit < admin;
+    a token sees and acts on its own team's experiments only, unless it is an admin's."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    team: Mapped[str] = mapped_column(String(200))
+    scope: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class RegisteredCommand(Base):
+    """A build or start command an admin allowed for a service: a service file submitted
+    over the API may name only these, so nothing from the API reaches a shell unvetted."""
+
+    __tablename__ = "registered_commands"
+    __table_args__ = (UniqueConstraint("service", "kind", "command"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    service: Mapped[str] = mapped_column(String(200), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "build" | "start"
+    command: Mapped[str] = mapped_column(Text)
+    registered_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Triage(Base):
+    """A regression someone acknowledged or chose to ignore (none: it is open). The history
+    of every change is in ``audit_log``."""
+
+    __tablename__ = "triage"
+    __table_args__ = (UniqueConstraint("experiment_id", "metric", "candidate"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
+    metric: Mapped[str] = mapped_column(String(200))
+    candidate: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(16))  # "acknowledged" | "ignored"
+    actor: Mapped[str] = mapped_column(String(200))
+    note: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[float] = mapped_column(Float)
+
+
+class AuditEntry(Base):
+    """Who did what to which object, append-only: token changes, submissions, cancels,
+    triage, registered commands."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    actor: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(200))
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+
+class AaSchedule(Base):
+    """A periodic A/A run of an experiment file whose service asks for one (``[aa] every``)."""
+
+    __tablename__ = "aa_schedules"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_file: Mapped[str] = mapped_column(Text, unique=True)
+    service: Mapped[str] = mapped_column(String(200), index=True)
+    team: Mapped[str] = mapped_column(String(200))
+    every_s: Mapped[float] = mapped_column(Float)
+    next_at: Mapped[float] = mapped_column(Float)
+    last_experiment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    created_at: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,1 @@
+"""``hairline serve``: the dashboard and the HTTP API over the lab's database."""

@@ -1,0 +1,58 @@
+"""FastAPI dependencies shared by the API and the pages: the store, who is asking, and
+whether they may. Without a valid token every route but ``/healthz`` and the login page
+answers 401."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import HTTPException, Request, status
+
+from hairline.store.db import Store
+from hairline.web.auth import Principal, principal_for
+
+__all__ = ["COOKIE", "principal", "require", "store_of"]
+
+# The pages' browser session: the token itself, in an HttpOnly cookie set by /login.
+COOKIE = "hairline_token"
+
+
+def store_of(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def _token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.cookies.get(COOKIE)
+
+
+def principal(request: Request) -> Principal:
+    """The request's principal; 401 when it has no live token."""
+    who = principal_for(store_of(request), _token(request))
+    if who is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            detail="a valid API token is required: send 'Authorization: Bearer TOKEN' "
+            "(make one with `hairline token create --team T --scope read`)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return who
+
+
+def require(scope: str) -> Callable[[Request], Principal]:
+    """A dependency: the principal, if its scope reaches ``scope``; else 403."""
+
+    def check(request: Request) -> Principal:
+        who = principal(request)
+        if not who.can(scope):
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                detail=f"token {who.name!r} has scope {who.scope!r}; this needs {scope!r}",
+            )
+        return who
+
+    return check
