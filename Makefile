@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 ENGINE_SOURCES := $(shell find engine/src -name '*.rs') engine/Cargo.toml Cargo.toml
 # System packages the tests and benchmarks talk to for real (installed when missing, as root).
-SYSDEPS := nginx wrk postgresql haproxy
+SYSDEPS := nginx wrk postgresql haproxy chromium
 
 .PHONY: all build demo test lint typecheck test-rust test-py sysdeps bench clean
 
@@ -25,7 +25,15 @@ $(STAMP): $(PY) pyproject.toml $(ENGINE_SOURCES)
 	$(PIP) install -q --no-build-isolation -e '.[dev,ray]'
 	@touch $(STAMP)
 
-build: $(STAMP)
+# The dashboard's browser code: pinned in web/package-lock.json, installed from npm and copied
+# beside the static files (gitignored: third-party code is never committed nor loaded from a CDN).
+HTMX := python/hairline/web/static/vendor/htmx.min.js
+$(HTMX): web/package.json web/package-lock.json
+	npm ci --prefix web --ignore-scripts --no-audit --no-fund --silent
+	mkdir -p $(dir $(HTMX))
+	cp web/node_modules/htmx.org/dist/htmx.min.js $(HTMX)
+
+build: $(STAMP) $(HTMX)
 
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
