@@ -9,11 +9,13 @@ the files, every problem in one round by file, line and field.
 from hairline.config.checks import Report
 from hairline.config.experiment import (
     START_PLACEHOLDERS,
+    AaConfig,
     ArmConfig,
     BuildConfig,
     ExperimentConfig,
     MetricConfig,
     ServiceConfig,
+    parse_every_s,
     start_command,
 )
 from hairline.config.load import ExtraCheck, load_experiment
@@ -43,6 +45,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "HOST_CLASS_FACTS",
     "START_PLACEHOLDERS",
+    "AaConfig",
     "AnalysisConfig",
     "ArmConfig",
     "BuildConfig",
@@ -62,6 +65,7 @@ __all__ = [
     "builtin_direction",
     "load_experiment",
     "parse_directions",
+    "parse_every_s",
     "parse_threshold",
     "parse_thresholds",
     "start_command",

@@ -16,6 +16,7 @@ from hairline.config.experiment import (
     START_PLACEHOLDERS,
     ExperimentConfig,
     ServiceConfig,
+    parse_every_s,
 )
 from hairline.config.policy import BUILTIN_DIRECTIONS, DIRECTIONS, parse_threshold
 from hairline.config.sections import CAPACITY_FIELDS, HOST_CLASS_FACTS
@@ -73,6 +74,11 @@ def check_service(service: ServiceConfig, svc: Report) -> None:
                 f"{mc.direction!r} is not a direction",
                 "use higher-is-worse (latency, CPU) or lower-is-worse (throughput)",
             )
+    if service.aa.every is not None:
+        try:
+            parse_every_s(service.aa.every)
+        except ConfigError as err:
+            svc(("aa", "every"), err.message, err.hint or "")
 
 
 def check_experiment(config: ExperimentConfig, path: Path, exp: Report) -> None:

@@ -4,6 +4,7 @@ the experiment that holds them with the lab's sections; an arm's start command.
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any, Literal
 
@@ -25,15 +26,19 @@ from hairline.config.sections import (
     ModeConfig,
     TomlModel,
 )
+from hairline.errors import ConfigError
 
 __all__ = [
+    "AA_MIN_EVERY_S",
     "NAME_PATTERN",
     "START_PLACEHOLDERS",
+    "AaConfig",
     "ArmConfig",
     "BuildConfig",
     "ExperimentConfig",
     "MetricConfig",
     "ServiceConfig",
+    "parse_every_s",
     "start_command",
 ]
 
@@ -67,6 +72,41 @@ class BuildConfig(TomlModel):
     timeout_s: float = Field(default=1800.0, gt=0)
 
 
+# Shorter periods would keep the lab busy with A/A runs; ServiceLab runs them every 2 hours.
+AA_MIN_EVERY_S = 60.0
+_EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
+_EVERY_UNIT_S = {"m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_every_s(text: str) -> float:
+    """``"30m"``, ``"2h"``, ``"1d"`` -> seconds; at least :data:`AA_MIN_EVERY_S`."""
+    match = _EVERY.match(text)
+    if match is None:
+        raise ConfigError(
+            f"{text!r} is not a period",
+            hint='write a number and a unit: m (minutes), h (hours) or d (days), e.g. "2h"',
+        )
+    every_s = float(match.group(1)) * _EVERY_UNIT_S[match.group(2)]
+    if every_s < AA_MIN_EVERY_S:
+        raise ConfigError(
+            f"{text!r} is shorter than the shortest period, 1m",
+            hint='write "1m" or longer; every 2h is what ServiceLab runs',
+        )
+    return every_s
+
+
+class AaConfig(TomlModel):
+    """``[aa]``: periodic A/A runs of the service (``hairline lab schedule add``), whose
+    results give each metric's false-positive rate and drive adaptive model selection."""
+
+    every: str | None = None
+
+    @property
+    def every_s(self) -> float | None:
+        """The period in seconds (None: no periodic runs); config/checks.py checked it."""
+        return None if self.every is None else parse_every_s(self.every)
+
+
 class ServiceConfig(TomlModel):
     """How to build, start, health-check and measure one program."""
 
@@ -81,6 +121,7 @@ class ServiceConfig(TomlModel):
     env: dict[str, str] = Field(default_factory=dict)
     build: BuildConfig = Field(default_factory=BuildConfig)
     metrics: dict[str, MetricConfig] = Field(default_factory=dict)
+    aa: AaConfig = Field(default_factory=AaConfig)
     # A batch in which an arm answered more than this fraction of requests with errors is
     # spoiled and run again (the arm is overloaded or broken; its CPU is not comparable).
     max_error_rate: float = Field(default=0.01, ge=0, le=1)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from hairline.config.checks import Report, check_experiment, check_service
 from hairline.config.experiment import (
+    AaConfig,
     ArmConfig,
     BuildConfig,
     ExperimentConfig,
@@ -32,7 +33,7 @@ from hairline.config.sections import (
     LoadConfig,
     ModeConfig,
 )
-from hairline.errors import ConfigError
+from hairline.errors import ConfigError, Problem
 
 __all__ = ["ExtraCheck", "load_experiment"]
 
@@ -61,7 +62,7 @@ def load_experiment(path: Path, *, checks: Sequence[ExtraCheck] = ()) -> Experim
         service_data = service_doc.get("service", service_doc)
         if isinstance(service_data, dict):
             service_data = {**service_data}
-            for key in ("build", "metrics"):
+            for key in ("build", "metrics", "aa"):
                 if key in service_doc and key not in service_data:
                     service_data[key] = service_doc[key]
     if isinstance(service_data, dict):
@@ -164,7 +165,7 @@ def _read_toml(path: Path, problems: _Problems, *, field: str | None = None) -> 
 
 def _service_loc(loc: tuple[str, ...], nested: bool) -> tuple[str, ...]:
     """Where a service field lives: under [service] (inline or in a service file with a
-    [service] table), except [build] and [metrics], which may also stand at the top."""
+    [service] table), except [build], [metrics] and [aa], which may also stand at the top."""
     return ("service", *loc) if nested else loc
 
 
@@ -187,12 +188,14 @@ class _Problems:
 
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.found: list[Problem] = []  # the same problems, as values
 
     def __bool__(self) -> bool:
         return bool(self.items)
 
     def add(self, file: str, line: int | None, field: str, message: str, fix: str) -> None:
         where = f"{file}:{line}" if line else file
+        self.found.append(Problem(file=file, line=line, field=field, message=message, fix=fix))
         self.items.append(f"{where}: {field}: {message}" + (f"\n    fix: {fix}" if fix else ""))
 
     def at(self, file: Path, text: str, loc: tuple[str, ...], message: str, fix: str) -> None:
@@ -223,6 +226,7 @@ class _Problems:
         return ConfigError(
             head + "\n  " + "\n  ".join(self.items),
             hint="fix each line above; `hairline run --check FILE` checks without running",
+            problems=tuple(self.found),
         )
 
 
@@ -248,6 +252,7 @@ def _known_fields(parent: tuple[str, ...]) -> list[str]:
         (): ExperimentConfig,
         ("service",): ServiceConfig,
         ("service", "build"): BuildConfig,
+        ("service", "aa"): AaConfig,
         ("load",): LoadConfig,
         ("design",): DesignConfig,
         ("analysis",): AnalysisConfig,
