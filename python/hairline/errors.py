@@ -18,6 +18,8 @@ family: those are plain exceptions of the modules that raise and catch them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 __all__ = [
     "ArmFailed",
     "BuildFailed",
@@ -29,6 +31,7 @@ __all__ = [
     "HostsUnavailable",
     "LoadBalancerError",
     "NodeLost",
+    "Problem",
 ]
 
 
@@ -46,8 +49,27 @@ class HairlineError(Exception):
         return self.message
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a file: where (``file``, ``line`` when known, the dotted ``field``),
+    what is wrong and what to write instead."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+    fix: str
+
+
 class ConfigError(HairlineError):
-    """A service or experiment file is invalid."""
+    """A service or experiment file is invalid. ``problems`` lists each problem the message
+    names, for callers that show them other than as text (the HTTP API)."""
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, problems: tuple[Problem, ...] = ()
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems
 
 
 class DataError(HairlineError):

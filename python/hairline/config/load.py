@@ -33,7 +33,7 @@ from hairline.config.sections import (
     LoadConfig,
     ModeConfig,
 )
-from hairline.errors import ConfigError
+from hairline.errors import ConfigError, Problem
 
 __all__ = ["ExtraCheck", "load_experiment"]
 
@@ -188,12 +188,14 @@ class _Problems:
 
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.found: list[Problem] = []  # the same problems, as values
 
     def __bool__(self) -> bool:
         return bool(self.items)
 
     def add(self, file: str, line: int | None, field: str, message: str, fix: str) -> None:
         where = f"{file}:{line}" if line else file
+        self.found.append(Problem(file=file, line=line, field=field, message=message, fix=fix))
         self.items.append(f"{where}: {field}: {message}" + (f"\n    fix: {fix}" if fix else ""))
 
     def at(self, file: Path, text: str, loc: tuple[str, ...], message: str, fix: str) -> None:
@@ -224,6 +226,7 @@ class _Problems:
         return ConfigError(
             head + "\n  " + "\n  ".join(self.items),
             hint="fix each line above; `hairline run --check FILE` checks without running",
+            problems=tuple(self.found),
         )
 
 

@@ -10,9 +10,11 @@ trace's first lines parse as the engine will parse them (a file of garbage is ca
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 
 from hairline.config import ExperimentConfig, Report, load_experiment
+from hairline.config.load import ExtraCheck
 from hairline.errors import DataError
 from hairline.stats import list_models
 from hairline.trace.format import parse_trace_text
@@ -52,6 +54,8 @@ def _trace_starts_well(config: ExperimentConfig, path: Path, report: Report) -> 
         )
 
 
-def load_experiment_file(path: Path) -> ExperimentConfig:
-    """Read an experiment file with every check, config's and the lab's, in one round."""
-    return load_experiment(path, checks=(_model_is_known, _trace_starts_well))
+def load_experiment_file(path: Path, *, checks: Sequence[ExtraCheck] = ()) -> ExperimentConfig:
+    """Read an experiment file with every check, config's and the lab's, in one round;
+    ``checks`` are the caller's own, in the same round (the HTTP API's rules for what a
+    submitted file may run)."""
+    return load_experiment(path, checks=(_model_is_known, _trace_starts_well, *checks))

@@ -1,9 +1,439 @@
-"""The HTTP API, ``/api/v1``: experiments submitted, watched, cancelled and gated."""
+"""The HTTP API, ``/api/v1``: experiments submitted, watched, cancelled and gated; services,
+their metrics and their registered commands.
+
+Every route needs a token (web/deps.py): ``read`` lists and shows, ``submit`` also submits
+and cancels, ``admin`` also registers commands and sees every team. An experiment of
+another team answers 403 (the token may not see it); one that does not exist, 404.
+A user error anywhere is a JSON ``{"error", "hint"}`` (a file's problems add
+``"problems"``, each with file, line, field, message and fix), never a traceback.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import shutil
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Literal
 
-__all__ = ["router"]
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
 
-router = APIRouter(prefix="/api/v1")
+from hairline.errors import ConfigError, HairlineError
+from hairline.lab.queue import enqueue, request_cancel
+from hairline.store.db import Store
+from hairline.store.models import Experiment, Service, Trial, VerdictRow
+from hairline.web.auth import Principal, audit
+from hairline.web.commands import COMMAND_KINDS, list_commands, register_command, registered_set
+from hairline.web.deps import require, store_of
+from hairline.web.queries import (
+    ExperimentFilter,
+    ExperimentSummary,
+    experiment_team,
+    gate_of,
+    list_experiments,
+)
+from hairline.web.submit import problems_of, read_submission
+
+__all__ = ["PENDING_RETRY_S", "router"]
+
+# How long a client waiting on a pending gate should sleep before asking again: a trial
+# takes tens of seconds, so asking more often only loads the server.
+PENDING_RETRY_S = 5
+
+
+class _ApiRoute(APIRoute):
+    """Every route's user errors as JSON: a HairlineError by its kind, a bad request body
+    as one 422 listing each field, an HTTPException (401, 403) in the same shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except ConfigError as err:
+                return _error(422, err.message.splitlines()[0], err.hint, problems_of(err))
+            except HairlineError as err:
+                return _error(getattr(err, "status", 400), err.message, err.hint)
+            except HTTPException as err:
+                return _error(err.status_code, str(err.detail), None, headers=err.headers)
+            except RequestValidationError as err:
+                problems = [
+                    {"file": None, "line": None,
+                     "field": ".".join(str(p) for p in e["loc"] if p != "body"),
+                     "message": e["msg"], "fix": None}
+                    for e in err.errors()
+                ]  # fmt: skip
+                return _error(422, "the request is not valid", "see each problem", problems)
+
+        return guarded
+
+
+def _error(
+    code: int, message: str, hint: str | None, problems: list[dict[str, object]] | None = None,
+    *, headers: Mapping[str, str] | None = None,
+) -> JSONResponse:  # fmt: skip
+    body: dict[str, object] = {"error": message, "hint": hint}
+    if problems is not None:
+        body["problems"] = problems
+    return JSONResponse(body, status_code=code, headers=dict(headers or {}))
+
+
+class _Refused(HairlineError):
+    """A user error with the HTTP status it answers (404 missing, 409 conflicting state)."""
+
+    def __init__(self, status_code: int, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status_code
+
+
+router = APIRouter(prefix="/api/v1", tags=["api"], route_class=_ApiRoute)
+
+Reader = Depends(require("read"))
+Submitter = Depends(require("submit"))
+Admin = Depends(require("admin"))
+
+
+# --- response models (the OpenAPI at /api/v1/docs shows them) ------------------------
+
+
+class SubmitBody(BaseModel):
+    experiment: str = Field(description="The experiment file's TOML, as `hairline run` reads.")
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Files it names, by name (one folder, no '/'): service.toml, the trace.",
+    )
+    kind: Literal["ab", "aa"] = "ab"
+
+
+class Submitted(BaseModel):
+    id: int
+    url: str
+    status_url: str
+    gate_url: str
+
+
+class Summary(BaseModel):
+    id: int
+    service: str
+    team: str
+    kind: str
+    phase: str
+    progress: str
+    failure: str | None
+    verdict: str
+    regressions: int
+    trials_done: int
+    trials: int
+    created_at: float
+    finished_at: float | None
+    submitted_by: str
+    origin: str
+
+
+class ExperimentList(BaseModel):
+    items: list[Summary]
+    next_before: int | None = Field(description="Pass as `before` for the next page.")
+
+
+class VerdictOut(BaseModel):
+    metric: str
+    candidate: str
+    baseline: str | None
+    deciding: bool
+    label: str
+    model: str
+    relative_effect: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    threshold: str
+
+
+class ExperimentOut(Summary):
+    verdicts: list[VerdictOut]
+    gate_url: str
+
+
+class Cancelled(BaseModel):
+    id: int
+    result: Literal["cancelled", "requested"]
+
+
+class GateRegressionOut(BaseModel):
+    metric: str
+    candidate: str
+    baseline: str | None
+    relative_effect: float | None
+    ci_low: float | None
+    ci_high: float | None
+    triage: str | None
+
+
+class GateOut(BaseModel):
+    id: int
+    answer: Literal["pass", "fail", "pending", "error"]
+    phase: str
+    progress: str
+    reason: str
+    regressions: list[GateRegressionOut]
+
+
+class ServiceOut(BaseModel):
+    name: str
+    experiments: int
+    last_at: float | None
+
+
+class MetricOut(BaseModel):
+    metric: str
+    verdicts: int
+    regression: int
+    improvement: int
+    no_change: int
+    inconclusive: int
+
+
+class CommandIn(BaseModel):
+    kind: Literal["start", "build"]
+    command: str = Field(min_length=1)
+
+
+class CommandOut(BaseModel):
+    service: str
+    kind: str
+    command: str
+    registered_by: str
+    created_at: float
+
+
+class Registration(BaseModel):
+    registered: bool = Field(description="False when the command was registered already.")
+
+
+# --- experiments ----------------------------------------------------------------------
+
+
+def _link(request: Request, path: str) -> str:
+    return str(request.base_url).rstrip("/") + path
+
+
+def _visible(store: Store, who: Principal, experiment_id: int) -> None:
+    """404 when there is no such experiment, 403 when it is another team's."""
+    team = experiment_team(store, experiment_id)
+    if team is None:
+        raise _Refused(404, f"no experiment {experiment_id}",
+                       hint="GET /api/v1/experiments lists yours")  # fmt: skip
+    if not who.sees(team):
+        raise _Refused(403, f"experiment {experiment_id} belongs to another team than {who.team!r}",
+                       hint="use a token of the experiment's team")  # fmt: skip
+
+
+@router.post("/experiments", status_code=201, response_model=Submitted)
+def submit_experiment(body: SubmitBody, request: Request, who: Principal = Submitter) -> Submitted:
+    """Submit an experiment: the same TOML as the CLI, validated the same way."""
+    store = store_of(request)
+    accepted = read_submission(
+        store.home / "submissions", body.experiment, body.files,
+        lambda service: registered_set(store, service),
+    )  # fmt: skip
+    config = accepted.config
+    if not who.sees(config.team):
+        shutil.rmtree(accepted.folder, ignore_errors=True)
+        raise _Refused(403, f"token {who.name!r} submits for team {who.team!r}, "
+                       f"not {config.team!r}",
+                       hint=f'write team = "{who.team}" in the experiment file')  # fmt: skip
+    experiment_id = enqueue(store, config, kind=body.kind, submitted_by=who.name, origin="api")
+    audit(store, who.name, "experiment.submit", str(experiment_id),
+          f"{body.kind} of {config.service.name} in {accepted.folder.name}")  # fmt: skip
+    return Submitted(
+        id=experiment_id,
+        url=_link(request, f"/experiments/{experiment_id}"),
+        status_url=_link(request, f"/api/v1/experiments/{experiment_id}"),
+        gate_url=_link(request, f"/api/v1/experiments/{experiment_id}/gate"),
+    )
+
+
+@router.get("/experiments", response_model=ExperimentList)
+def experiments(
+    request: Request,
+    who: Principal = Reader,
+    service: str | None = None,
+    team: str | None = None,
+    phase: str | None = Query(None, description="a phase, or active | ended"),
+    verdict: str | None = Query(None, description="pass | fail | pending | error"),
+    kind: Literal["ab", "aa"] | None = None,
+    since: float | None = Query(None, description="created at or after (Unix s)"),
+    until: float | None = Query(None, description="created before (Unix s)"),
+    before: int | None = Query(None, description="the previous page's next_before"),
+    limit: int = Query(50, ge=1, le=500),
+) -> ExperimentList:
+    """Experiments newest first, a page at a time; only the token's team unless admin."""
+    filters = ExperimentFilter(service=service, team=team, phase=phase, verdict=verdict,
+                               kind=kind, since=since, until=until)  # fmt: skip
+    teams = None if who.admin else (who.team,)
+    page = list_experiments(store_of(request), teams=teams, filters=filters, before=before,
+                            limit=limit)  # fmt: skip
+    return ExperimentList(items=[_summary(s) for s in page.items], next_before=page.next_before)
+
+
+def _summary(s: ExperimentSummary) -> Summary:
+    return Summary.model_validate(s, from_attributes=True)
+
+
+@router.get("/experiments/{experiment_id}", response_model=ExperimentOut)
+def experiment(experiment_id: int, request: Request, who: Principal = Reader) -> ExperimentOut:
+    """An experiment's status, progress, trials and verdicts."""
+    store = store_of(request)
+    _visible(store, who, experiment_id)
+    summary, verdicts = _detail(store, experiment_id)
+    return ExperimentOut(
+        **summary.model_dump(), verdicts=verdicts,
+        gate_url=_link(request, f"/api/v1/experiments/{experiment_id}/gate"),
+    )  # fmt: skip
+
+
+def _detail(store: Store, experiment_id: int) -> tuple[Summary, list[VerdictOut]]:
+    gate = gate_of(store, experiment_id)
+    with store.transaction() as session:
+        e, service = session.execute(
+            select(Experiment, Service.name)
+            .join(Service, Service.id == Experiment.service_id)
+            .where(Experiment.id == experiment_id)
+        ).one()
+        counts = dict(
+            session.execute(
+                select(Trial.state, func.count())
+                .where(Trial.experiment_id == experiment_id)
+                .group_by(Trial.state)
+            ).all()
+        )
+        verdicts = session.scalars(
+            select(VerdictRow).where(VerdictRow.experiment_id == experiment_id)
+            .order_by(VerdictRow.id)
+        ).all()  # fmt: skip
+        out = [VerdictOut.model_validate(v, from_attributes=True) for v in verdicts]
+        failing = [r for r in gate.regressions if r.triage != "ignored"]
+        summary = Summary(
+            id=e.id, service=service, team=e.team, kind=e.kind, phase=e.phase,
+            progress=e.progress, failure=e.failure, verdict=gate.answer,
+            regressions=len(failing), trials_done=counts.get("done", 0),
+            trials=sum(counts.values()), created_at=e.created_at, finished_at=e.finished_at,
+            submitted_by=e.submitted_by, origin=e.origin,
+        )  # fmt: skip
+    return summary, out
+
+
+@router.post("/experiments/{experiment_id}/cancel", response_model=Cancelled)
+def cancel(experiment_id: int, request: Request, who: Principal = Submitter) -> Cancelled:
+    """Cancel a queued or running experiment of the token's team."""
+    store = store_of(request)
+    _visible(store, who, experiment_id)
+    try:
+        result = request_cancel(store, experiment_id)
+    except HairlineError as err:
+        raise _Refused(409, err.message, hint=err.hint) from None
+    audit(store, who.name, "experiment.cancel", str(experiment_id), result)
+    return Cancelled(id=experiment_id, result="requested" if result == "requested" else "cancelled")
+
+
+@router.get("/experiments/{experiment_id}/gate", response_model=GateOut)
+def gate(
+    experiment_id: int, request: Request, response: Response, who: Principal = Reader
+) -> GateOut:
+    """What a release pipeline blocks on: pass, fail, pending (with Retry-After) or error."""
+    store = store_of(request)
+    _visible(store, who, experiment_id)
+    found = gate_of(store, experiment_id)
+    if found.answer == "pending":
+        response.headers["Retry-After"] = str(PENDING_RETRY_S)
+    return GateOut(
+        id=experiment_id, answer=found.answer, phase=found.phase,  # type: ignore[arg-type]
+        progress=found.progress, reason=found.reason,
+        regressions=[GateRegressionOut.model_validate(r, from_attributes=True)
+                     for r in found.regressions],
+    )  # fmt: skip
+
+
+@router.get("/experiments/{experiment_id}/report.md", response_class=PlainTextResponse)
+def report_markdown(experiment_id: int, request: Request, who: Principal = Reader) -> Any:
+    """The Markdown report, for a pull request's comment."""
+    from hairline.report.experiment import load_report
+    from hairline.report.markdown import render_markdown
+
+    store = store_of(request)
+    _visible(store, who, experiment_id)
+    text = render_markdown(load_report(store, experiment_id))
+    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
+
+
+# --- services -------------------------------------------------------------------------
+
+
+@router.get("/services", response_model=list[ServiceOut])
+def services(request: Request, who: Principal = Reader) -> list[ServiceOut]:
+    """Services with experiments the token may see, and how many."""
+    query = (
+        select(Service.name, func.count(Experiment.id), func.max(Experiment.created_at))
+        .join(Experiment, Experiment.service_id == Service.id)
+        .group_by(Service.name)
+        .order_by(Service.name)
+    )
+    if not who.admin:
+        query = query.where(Experiment.team == who.team)
+    with store_of(request).autocommit() as connection:
+        rows = connection.execute(query).all()
+    return [ServiceOut(name=n, experiments=c, last_at=t) for n, c, t in rows]
+
+
+@router.get("/services/{name}/metrics", response_model=list[MetricOut])
+def service_metrics(name: str, request: Request, who: Principal = Reader) -> list[MetricOut]:
+    """Each metric judged in the service's experiments, with its verdicts counted."""
+    query = (
+        select(VerdictRow.metric, VerdictRow.label, func.count())
+        .join(Experiment, Experiment.id == VerdictRow.experiment_id)
+        .join(Service, Service.id == Experiment.service_id)
+        .where(Service.name == name)
+        .group_by(VerdictRow.metric, VerdictRow.label)
+    )
+    if not who.admin:
+        query = query.where(Experiment.team == who.team)
+    with store_of(request).autocommit() as connection:
+        rows = connection.execute(query).all()
+    counts: dict[str, dict[str, int]] = {}
+    for metric, label, count in rows:
+        counts.setdefault(metric, {})[label] = count
+    if not counts:
+        raise _Refused(404, f"no verdicts of service {name!r} for team {who.team!r}",
+                       hint="GET /api/v1/services lists the services")  # fmt: skip
+    return [
+        MetricOut(metric=m, verdicts=sum(c.values()), regression=c.get("regression", 0),
+                  improvement=c.get("improvement", 0), no_change=c.get("no change", 0),
+                  inconclusive=c.get("inconclusive", 0))
+        for m, c in sorted(counts.items())
+    ]  # fmt: skip
+
+
+@router.get("/services/{name}/commands", response_model=list[CommandOut])
+def commands(name: str, request: Request, who: Principal = Admin) -> list[CommandOut]:
+    """The start and build commands registered for the service."""
+    return [
+        CommandOut.model_validate(r, from_attributes=True)
+        for r in list_commands(store_of(request), name)
+    ]
+
+
+@router.post("/services/{name}/commands", status_code=201, response_model=Registration)
+def register(
+    name: str, body: CommandIn, request: Request, response: Response, who: Principal = Admin
+) -> Registration:
+    """Register a start or build command that files submitted for the service may name."""
+    assert body.kind in COMMAND_KINDS
+    new = register_command(store_of(request), service=name, kind=body.kind,
+                           command=body.command, actor=who.name)  # fmt: skip
+    if not new:
+        response.status_code = status.HTTP_200_OK
+    return Registration(registered=new)

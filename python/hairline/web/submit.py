@@ -1,0 +1,218 @@
+"""An experiment submitted over the HTTP API: its files written into a folder of their own
+and read by the CLI's loader, then held to what the API allows.
+
+The API runs nothing an admin has not registered: the service's start and build commands
+must be registered for the service (web/commands.py), word for word; an arm's or the
+service's environment may not change which program runs or what it loads (``PATH``,
+``LD_*``, ``PYTHON*``, ...); every file an experiment names (service file, trace, an arm's
+folder or repository) must be inside its submission folder. Arm ``args`` are appended to
+the registered command as arguments, never read by a shell.
+
+Every problem is a :class:`~hairline.errors.ConfigError` whose ``problems`` name file, line
+and field: the loader's in one round, the ones about the service file in a second round
+once it has been read (a command cannot be judged before the file parses).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hairline.config import ExperimentConfig, Report
+from hairline.config.load import _Problems
+from hairline.errors import ConfigError, Problem
+from hairline.lab.files import load_experiment_file
+
+__all__ = [
+    "EXPERIMENT_FILE",
+    "MAX_FILES",
+    "Accepted",
+    "check_file_names",
+    "env_key_refused",
+    "problems_of",
+    "read_submission",
+]
+
+EXPERIMENT_FILE = "experiment.toml"
+MAX_FILES = 64
+# Variables that choose the program, its libraries or its interpreter's code: a submitted
+# file setting them would run something no admin registered.
+_REFUSED_ENV = frozenset(
+    {"PATH", "BASH_ENV", "ENV", "IFS", "NODE_OPTIONS", "RUBYOPT", "PERL5OPT", "PERL5LIB",
+     "JAVA_TOOL_OPTIONS", "GCONV_PATH"}
+)  # fmt: skip
+_REFUSED_ENV_PREFIXES = ("LD_", "DYLD_", "PYTHON")
+_REGISTER_HINT = "ask an admin to register it: `hairline service register {service} --{kind} '...'`"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A submission that passed: its folder and its experiment, read as the CLI reads it."""
+
+    folder: Path
+    config: ExperimentConfig
+
+
+def env_key_refused(key: str) -> bool:
+    upper = key.upper()
+    return upper in _REFUSED_ENV or upper.startswith(_REFUSED_ENV_PREFIXES)
+
+
+def check_file_names(names: list[str]) -> list[str]:
+    """Why each unacceptable file name is refused (empty when all are fine). Files are
+    flat: one folder, names without a path."""
+    refused = []
+    if len(names) > MAX_FILES:
+        refused.append(f"{len(names)} files: at most {MAX_FILES} are accepted")
+    for name in names:
+        if name == EXPERIMENT_FILE:
+            refused.append(f"{name!r}: the experiment is the body's 'experiment' field")
+        elif not name or "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
+            refused.append(f"{name!r}: a file name without '/' or '..' (files are one folder)")
+        elif name.startswith("."):
+            refused.append(f"{name!r}: a file name not starting with '.'")
+    return refused
+
+
+def read_submission(
+    root: Path,
+    experiment: str,
+    files: Mapping[str, str],
+    registered: Callable[[str], frozenset[tuple[str, str]]],
+) -> Accepted:
+    """Write the files into a new folder under ``root`` and read the experiment with every
+    check. ``registered(service)`` gives the service's registered ``(kind, command)``
+    pairs. A refused submission's folder is removed."""
+    refused = check_file_names(list(files))
+    if refused:
+        problems = _Problems()
+        for reason in refused:
+            problems.add("files", None, "files", reason, "rename or leave out that file")
+        raise _without_folder(problems.error(Path(EXPERIMENT_FILE)), root)
+    folder = root / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    try:
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        path = folder / EXPERIMENT_FILE
+        path.write_text(experiment)
+        _service_file_inside(path, folder)
+        config = load_experiment_file(path, checks=(_inside_folder_and_env(folder),))
+        _service_allowed(config, path, registered(config.service.name))
+    except ConfigError as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise _without_folder(err, folder) from None
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return Accepted(folder=folder, config=config)
+
+
+def _without_folder(err: ConfigError, folder: Path) -> ConfigError:
+    """The error as its submitter wrote the files: names, not this server's paths."""
+    where = str(folder.resolve()) + "/"
+
+    def plain(text: str) -> str:
+        return text.replace(where, "").replace(str(folder) + "/", "")
+
+    problems = tuple(
+        Problem(file=plain(p.file), line=p.line, field=p.field, message=plain(p.message),
+                fix=plain(p.fix))
+        for p in err.problems
+    )  # fmt: skip
+    count = len(problems)
+    return ConfigError(
+        f"the submission has {count} problem{'s' if count != 1 else ''}"
+        if problems
+        else plain(err.message),
+        hint="fix each problem listed; `hairline run --check FILE` checks the same locally",
+        problems=problems,
+    )
+
+
+def _inside(folder: Path, relative: str) -> bool:
+    return (folder / relative).resolve().is_relative_to(folder.resolve())
+
+
+def _service_file_inside(path: Path, folder: Path) -> None:
+    """Refuse a service file outside the folder before the loader opens it."""
+    try:
+        named = tomllib.loads(path.read_text()).get("service")
+    except tomllib.TOMLDecodeError:
+        return  # the loader reports it, with every other problem
+    if isinstance(named, str) and not _inside(folder, named):
+        problems = _Problems()
+        problems.at(
+            path, path.read_text(), ("service",), f"{named!r} is outside the submission",
+            "send the service file in 'files' and name it, e.g. \"service.toml\"",
+        )  # fmt: skip
+        raise problems.error(path)
+
+
+def _inside_folder_and_env(folder: Path) -> Callable[[ExperimentConfig, Path, Report], None]:
+    """The loader's extra check: what the experiment file names stays in ``folder``, and
+    no arm's environment changes what runs."""
+
+    def check(config: ExperimentConfig, path: Path, report: Report) -> None:
+        if not _inside(folder, config.trace):
+            report(("trace",), f"{config.trace!r} is outside the submission",
+                   "send the trace in 'files' and name it, e.g. \"trace.jsonl\"")  # fmt: skip
+        for name, arm in config.arms.items():
+            for field, value in (("path", arm.path), ("repo", arm.repo)):
+                if value is not None and not _inside(folder, value):
+                    report(("arms", name, field), f"{value!r} is outside the submission",
+                           "send the arm's files in 'files' and write path = \".\"")  # fmt: skip
+            for key in arm.env:
+                if env_key_refused(key):
+                    report(("arms", name, "env", key), f"{key} would change what runs",
+                           "leave it out: the API runs registered commands only")  # fmt: skip
+
+    return check
+
+
+def _service_allowed(
+    config: ExperimentConfig, path: Path, registered: frozenset[tuple[str, str]]
+) -> None:
+    """The service's commands are registered and its environment leaves them alone."""
+    service = config.service
+    file = Path(service.root) / _service_file_name(path)
+    text = file.read_text() if file.is_file() else ""
+    if not text:
+        file, text = path, path.read_text()
+    nested = "service" in tomllib.loads(text)
+    prefix: tuple[str, ...] = ("service",) if nested else ()
+    problems = _Problems()
+    wanted = [("start", service.start, (*prefix, "start"))]
+    if service.build.command is not None:
+        wanted.append(("build", service.build.command, (*prefix, "build", "command")))
+    for kind, command, loc in wanted:
+        if (kind, command) not in registered:
+            problems.at(file, text, loc,
+                        f"{command!r} is not a registered {kind} command of {service.name!r}",
+                        _REGISTER_HINT.format(service=service.name, kind=kind))  # fmt: skip
+    for key in service.env:
+        if env_key_refused(key):
+            problems.at(file, text, (*prefix, "env", key), f"{key} would change what runs",
+                        "leave it out: the API runs registered commands only")  # fmt: skip
+    if problems:
+        raise problems.error(file)
+
+
+def _service_file_name(path: Path) -> str:
+    named = tomllib.loads(path.read_text()).get("service")
+    return named if isinstance(named, str) else path.name
+
+
+def problems_of(err: ConfigError) -> list[dict[str, object]]:
+    """The error's problems as JSON objects (its message as one problem when it has none)."""
+    if not err.problems:
+        return [{"file": None, "line": None, "field": None, "message": err.message,
+                 "fix": err.hint}]  # fmt: skip
+    return [
+        {"file": p.file, "line": p.line, "field": p.field, "message": p.message, "fix": p.fix}
+        for p in err.problems
+    ]

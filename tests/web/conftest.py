@@ -1,0 +1,116 @@
+"""The web layer's session fixtures: a real ``hairline serve`` and ``hairline lab process``
+on loopback over one SQLite database, its tokens, and two finished experiments.
+
+``web_lab`` is the lab as a user meets it over HTTP (helpers in weblab.py)::
+
+    def test_health(web_lab):
+        status, body, _ = web_lab.request("GET", "/api/v1/experiments", token="demo-read")
+
+Its tokens: "admin" (team demo, admin), "demo-submit" (demo, submit), "demo-read" (demo,
+read), "other-submit" (team other, submit); the sample service's start command
+(weblab.START, service weblab.SERVICE) is registered by the admin over the API.
+
+``web_runs`` submits a sample-service A/B whose candidate does 10% more CPU work per
+request, and an A/A, through the API as team demo, and waits until both have ended:
+``web_runs["regression"]`` and ``web_runs["aa"]`` are their ids. Both fixtures are shared by
+the whole session (each experiment costs ~40 s on a 2-CPU machine); both subprocesses are
+stopped at the end.
+
+The helpers live in weblab.py, not here: tests elsewhere import the root conftest by its
+module name, which a second conftest module would shadow.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from weblab import (
+    HAIRLINE,
+    SERVICE,
+    START,
+    WebLab,
+    experiment_toml,
+    free_port,
+    stop,
+    submission,
+    wait_ended,
+    wait_healthy,
+)
+
+from hairline.store.db import open_store
+from hairline.web.auth import create_token
+
+
+@pytest.fixture(scope="session")
+def web_lab(tmp_path_factory: pytest.TempPathFactory, engine_path: Path) -> Iterator[WebLab]:
+    home = tmp_path_factory.mktemp("web-lab")
+    db_url = f"sqlite:///{home / 'hairline.db'}"
+    store = open_store(db_url, home=home)
+    try:
+        tokens = {
+            name: create_token(store, name=name, team=team, scope=scope)
+            for name, team, scope in [
+                ("admin", "demo", "admin"),
+                ("demo-submit", "demo", "submit"),
+                ("demo-read", "demo", "read"),
+                ("other-submit", "other", "submit"),
+            ]
+        }
+    finally:
+        store.close()
+    env = {**os.environ, "HAIRLINE_ENGINE": str(engine_path)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    env.pop("HAIRLINE_DB", None)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve_log, lab_log = home / "serve.log", home / "lab.log"
+    with serve_log.open("wb") as out:
+        server = subprocess.Popen(
+            [*HAIRLINE, "serve", "--db", db_url, "--home", str(home), "--port", str(port),
+             "--no-schedule"],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    processor: subprocess.Popen[bytes] | None = None
+    try:
+        wait_healthy(url, server, serve_log)
+        with lab_log.open("wb") as out:
+            processor = subprocess.Popen(
+                [*HAIRLINE, "lab", "process", "--db", db_url, "--home", str(home),
+                 "--poll-s", "0.5"],
+                stdout=out, stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+        lab = WebLab(url=url, home=home, db_url=db_url, tokens=tokens)
+        status, body, _ = lab.request(
+            "POST", f"/api/v1/services/{SERVICE}/commands", token="admin",
+            body={"kind": "start", "command": START},
+        )  # fmt: skip
+        assert status in (200, 201), body
+        yield lab
+    finally:
+        if processor is not None:
+            stop(processor)
+        stop(server)
+
+
+@pytest.fixture(scope="session")
+def web_runs(web_lab: WebLab) -> dict[str, int]:
+    # alpha 0.01 for the A/A: it is flagged at a rate of alpha by design, and the gate
+    # fails on any deciding metric.
+    bodies = {
+        "regression": submission(experiment_toml(b_args='args = ["--regress-cpu", "0.10"]')),
+        "aa": submission(experiment_toml(trials=3, alpha=0.01), kind="aa"),
+    }
+    ids: dict[str, int] = {}
+    for name, body in bodies.items():
+        status, answer, _ = web_lab.request(
+            "POST", "/api/v1/experiments", token="demo-submit", body=body
+        )
+        assert status == 201, answer
+        ids[name] = int(answer["id"])
+    for experiment_id in ids.values():
+        wait_ended(web_lab, experiment_id)
+    return ids

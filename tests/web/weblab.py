@@ -1,0 +1,158 @@
+"""Helpers of the web tests (the fixtures are in conftest.py): the served lab's handle,
+HTTP requests by the standard library, and the sample service's submission files.
+
+    body = submission(experiment_toml(b_args='args = ["--regress-cpu", "0.10"]'))
+    status, answer, _ = web_lab.request("POST", "/api/v1/experiments", token="demo-submit",
+                                        body=body)
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
+EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
+SERVICE = "sample-web"
+# {host}: the arms listen where the lab says; the warm-up is short so that a batch's
+# one-second warm-up sees a warm service.
+START = "{engine} sample-service --host {host} --port {port} --warmup-s 0.2"
+START_TIMEOUT_S = 30.0
+# Both experiments, one after the other on one processor, with room for a slow CI machine.
+RUNS_TIMEOUT_S = 420.0
+TRACE = (EXAMPLE / "trace.jsonl").read_text()
+
+
+@dataclass(frozen=True)
+class WebLab:
+    """A served lab: its base URL, home folder, database URL and tokens by name."""
+
+    url: str
+    home: Path
+    db_url: str
+    tokens: dict[str, str]
+
+    def request(
+        self, method: str, path: str, *, token: str | None = None, body: Any = None
+    ) -> tuple[int, Any, Mapping[str, str]]:
+        """(status, JSON body or text, headers) of one request; ``token`` is a name in
+        ``tokens`` (or None for no Authorization header)."""
+        return http(method, self.url + path, token=self.tokens[token] if token else None,
+                    body=body)  # fmt: skip
+
+
+def http(
+    method: str, url: str, *, token: str | None = None, body: Any = None, timeout_s: float = 30
+) -> tuple[int, Any, Mapping[str, str]]:
+    """One HTTP request by the standard library (what a CI script would use)."""
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            status, raw, got = resp.status, resp.read(), resp.headers
+    except urllib.error.HTTPError as err:
+        status, raw, got = err.code, err.read(), err.headers
+    text = raw.decode()
+    kind = got.get("content-type", "")
+    return status, json.loads(text) if "json" in kind and text else text, got
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def service_toml(start: str = START, *, name: str = SERVICE, extra: str = "") -> str:
+    return (
+        f'[service]\nname = "{name}"\nstart = {json.dumps(start)}\n'
+        'health = "/healthz"\nhealth_timeout_s = 10\nwarm = "/warm"\n'
+        f'metrics_path = "/metrics"\n{extra}\n'
+        "[service.metrics]\n"
+        'cpu_ns_per_request = { threshold = "2%" }\n'
+        'anon_memory_bytes = { threshold = "5%" }\n'
+    )
+
+
+def experiment_toml(
+    *, team: str = "demo", b_args: str = "", trials: int = 4, alpha: float = 0.05
+) -> str:
+    """A short sample-service experiment: 1,500 requests/s for 2 s after a 1 s warm-up."""
+    return (
+        'service = "service.toml"\ntrace = "trace.jsonl"\n'
+        f'team = "{team}"\n\n[arms.A]\n\n[arms.B]\n{b_args}\n\n'
+        "[load]\nrate_per_s = 1500\nwarmup_rate_per_s = 1500\nduration_s = 2\n"
+        "warmup_duration_s = 1\n\n"
+        f"[design]\ntrials = {trials}\n\n[analysis]\nalpha = {alpha}\n"
+    )
+
+
+def submission(experiment: str, *, kind: str = "ab", service: str | None = None,
+               **files: str) -> dict[str, Any]:  # fmt: skip
+    """A POST /api/v1/experiments body with the sample trace and service file."""
+    return {
+        "experiment": experiment,
+        "kind": kind,
+        "files": {
+            "service.toml": service if service is not None else service_toml(),
+            "trace.jsonl": TRACE,
+            **files,
+        },
+    }
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            if http("GET", url + "/healthz", timeout_s=1)[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    stop(proc)
+    pytest.fail(f"hairline serve did not answer /healthz:\n{log.read_text()}", pytrace=False)
+
+
+def wait_ended(lab: WebLab, experiment_id: int, *, timeout_s: float = RUNS_TIMEOUT_S) -> str:
+    """Poll the gate until the experiment has ended; its answer."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status, body, _ = lab.request(
+            "GET", f"/api/v1/experiments/{experiment_id}/gate", token="demo-read"
+        )
+        assert status == 200, body
+        if body["answer"] != "pending":
+            return str(body["answer"])
+        time.sleep(1.0)
+    logs = (lab.home / "lab.log").read_text()
+    pytest.fail(f"experiment {experiment_id} still pending after {timeout_s:.0f} s:\n{logs}",
+                pytrace=False)  # fmt: skip
