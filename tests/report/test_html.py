@@ -208,7 +208,7 @@ def test_interval_tick_labels_never_print_over_each_other(limit: float, theta: f
 
 
 def test_wide_tables_scroll_inside_the_page_instead_of_overflowing_it() -> None:
-    from hairline.report.html.page import _CSS
+    from hairline.report.html.page import REPORT_CSS as _CSS
 
     rule = _CSS[_CSS.index("table{") : _CSS.index("}", _CSS.index("table{"))]
     assert "overflow-x:auto" in rule and "max-width:100%" in rule

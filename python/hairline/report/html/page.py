@@ -39,9 +39,10 @@ from hairline.report.html.charts import (
 )
 from hairline.report.html.curves import capacity_section
 
-__all__ = ["render_html"]
+__all__ = ["REPORT_CSS", "render_html", "report_body"]
 
-_CSS = """
+# The report's style; the dashboard's experiment page includes it with report_body().
+REPORT_CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2937;
   max-width:1000px;margin:0 auto;padding:24px}
 h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:32px 0 8px;
@@ -302,8 +303,8 @@ def _setup(report: ExperimentReport) -> list[str]:
     return parts
 
 
-def render_html(report: ExperimentReport) -> str:
-    """The whole report as one HTML document (a string; the caller writes it)."""
+def report_body(report: ExperimentReport) -> str:
+    """The report's sections as HTML to place in a page (the dashboard's, or its own)."""
     trials = (
         {m.metric: m for m in metric_trials(report.observations, report.analysis)}
         if report.observations is not None
@@ -328,12 +329,17 @@ def render_html(report: ExperimentReport) -> str:
     if not metrics:
         body.append('<p class="muted">Nothing was measured.</p>')
     body += _setup(report)
-    body.append(f'<p class="muted">Written by hairline {_e(__version__)}.</p>')
+    return "\n".join(body)
+
+
+def render_html(report: ExperimentReport) -> str:
+    """The whole report as one HTML document (a string; the caller writes it)."""
     title = f"hairline: {report.service} #{report.experiment_id}: {headline(report).text}"
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
-        + "\n".join(body)
+        f"<title>{_e(title)}</title><style>{REPORT_CSS}</style></head><body>\n"
+        + report_body(report)
+        + f'\n<p class="muted">Written by hairline {_e(__version__)}.</p>'
         + "\n</body></html>\n"
     )
