@@ -4,12 +4,13 @@ Each module here turns one family of subcommands' options into typed values and 
 the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (status,
 report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``schedule`` (lab
 schedule ...), ``agent`` (agent start/stop), ``traffic`` (trace ...), ``record``,
-``kraken``, ``serve``.
+``kraken``, ``serve``, ``bisect``.
 """
 
 from hairline.cli import (  # noqa: F401  (each module registers its commands)
     agent,
     analysis,
+    bisect,
     demo,
     experiments,
     kraken,

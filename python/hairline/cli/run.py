@@ -156,11 +156,13 @@ def execute(
     progress: ProgressOut | None = None,
     finish_with: str = "hairline lab process",
     clock: Callable[[], float] = time.monotonic,
+    origin: str = "",
 ) -> int:
     """Queue ``config``, then process it here (or, with ``no_process``, follow it) until it
-    ends; its id. Gives up with exit 3 after ``wait_s`` of waiting (0: never)."""
+    ends; its id. Gives up with exit 3 after ``wait_s`` of waiting (0: never). ``origin``
+    says what queued it ("bisect": a step of ``hairline bisect``)."""
     shown = progress or ProgressOut(out, "text")
-    experiment_id = enqueue(store, config, kind=kind)
+    experiment_id = enqueue(store, config, kind=kind, origin=origin)
     what = "A/A" if kind == "aa" else "A/B"
     out.print(
         f"experiment [bold]{experiment_id}[/] ({what} of {esc(config.service.name)}) queued "
