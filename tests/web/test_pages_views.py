@@ -1,0 +1,232 @@
+"""The dashboard's pages over a real database (SQLite and PostgreSQL) filled with rows as
+the lab writes them, through the application in-process: who sees what, the list's paging
+and live rows, triage and its audit trail, A/A health and a service's history, and the
+host facts of an experiment's arms.
+
+The pages with a real run behind them (an experiment's report, live progress in a
+browser) are tested in test_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from hairline.store.db import Store, open_store
+from hairline.store.models import Experiment, Host, Run, Service, Trial, VerdictRow
+from hairline.web.app import create_app
+from hairline.web.auth import create_token
+from hairline.web.deps import COOKIE
+from hairline.web.pagedata import experiment_hosts
+from hairline.web.queries import gate_of
+from hairline.web.views_experiments import PAGE_SIZE
+
+
+@pytest.fixture
+def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
+    s = open_store(db_url, home=tmp_path / "home")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def tokens(store: Store) -> dict[str, str]:
+    return {
+        name: create_token(store, name=name, team=team, scope=scope)
+        for name, team, scope in [("admin", "ops", "admin"), ("demo-read", "demo", "read"),
+                                  ("demo-submit", "demo", "submit"),
+                                  ("other-submit", "other", "submit")]
+    }  # fmt: skip
+
+
+@pytest.fixture
+def client(store: Store) -> TestClient:
+    return TestClient(create_app(store))
+
+
+def browser(client: TestClient, tokens: dict[str, str], name: str) -> TestClient:
+    client.cookies.set(COOKIE, tokens[name])
+    return client
+
+
+def seed(
+    store: Store, *, service: str = "api", team: str = "demo", kind: str = "ab",
+    phase: str = "done", label: str = "no change", metric: str = "cpu_ns_per_request",
+    effect: float = 0.0, at: float = 1.0e9, model: str = "paired-t-none",
+) -> int:  # fmt: skip
+    """One experiment as the lab leaves it: trials, and a deciding verdict when done."""
+    with store.transaction() as session:
+        row = session.query(Service).filter_by(name=service).one_or_none()
+        if row is None:
+            row = Service(name=service, created_at=0.0)
+            session.add(row)
+            session.flush()
+        e = Experiment(
+            service_id=row.id, kind=kind, team=team, phase=phase, progress=f"{phase}: trial 1",
+            spec=json.dumps({"analysis": {"alpha": 0.05}}), source_file="f", artifacts_dir="",
+            created_at=at, updated_at=at, finished_at=at + 60 if phase == "done" else None,
+        )  # fmt: skip
+        session.add(e)
+        session.flush()
+        session.add(Trial(experiment_id=e.id, index=0, state="done", attempts=1))
+        if phase == "done":
+            session.add(
+                VerdictRow(
+                    experiment_id=e.id, metric=metric, candidate="B", baseline="A",
+                    deciding=True, label=label, model=model, model_reason="fewest misses",
+                    relative_effect=effect, ci_low=effect - 0.01, ci_high=effect + 0.01,
+                    p_value=0.01, threshold="0.02 rel", direction="higher-is-worse",
+                )
+            )  # fmt: skip
+        return e.id
+
+
+def test_a_browser_without_a_token_gets_the_login_form_then_its_page(
+    client: TestClient, tokens: dict[str, str]
+) -> None:
+    answer = client.get("/regressions?triaged=1")
+    assert answer.status_code == 401 and 'name="token"' in answer.text
+    assert 'value="/regressions?triaged=1"' in answer.text  # where it goes after
+    wrong = client.post("/login", data={"token": "hl_nope", "next": "/aa"})
+    assert wrong.status_code == 401 and "unknown or revoked" in wrong.text
+    signed = client.post(
+        "/login", data={"token": tokens["demo-read"], "next": "/aa"}, follow_redirects=False
+    )
+    assert signed.status_code == 303 and signed.headers["location"] == "/aa"
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=lax" in cookie
+    assert client.get("/aa").status_code == 200
+    client.post("/logout", follow_redirects=False)
+    assert client.get("/aa").status_code == 401
+
+
+def test_the_api_keeps_answering_json_without_a_token(client: TestClient) -> None:
+    answer = client.get("/api/v1/experiments")
+    assert answer.status_code == 401 and answer.headers["content-type"].startswith(
+        "application/json"
+    )
+
+
+def test_a_team_sees_its_own_experiments_and_an_admin_every_team(
+    store: Store, client: TestClient, tokens: dict[str, str]
+) -> None:
+    mine, theirs = seed(store, team="demo"), seed(store, team="other")
+    page = browser(client, tokens, "demo-read").get("/experiments").text
+    assert f'id="experiment-{mine}"' in page and f'id="experiment-{theirs}"' not in page
+    assert client.get(f"/experiments/{theirs}").status_code == 404  # not even its existence
+    everyone = browser(client, tokens, "admin").get("/experiments").text
+    assert f'id="experiment-{theirs}"' in everyone
+
+
+def test_the_list_pages_by_keyset_and_polls_only_while_something_runs(
+    store: Store, client: TestClient, tokens: dict[str, str]
+) -> None:
+    ids = [seed(store, at=1.0e9 + i) for i in range(PAGE_SIZE + 2)]
+    browser(client, tokens, "demo-read")
+    first = client.get("/experiments").text
+    older = re.search(r'class="older" href="([^"]+)"', first)
+    assert older is not None and f"before={ids[2]}" in older.group(1).replace("&amp;", "&")
+    second = client.get(older.group(1).replace("&amp;", "&")).text
+    assert re.findall(r'id="experiment-(\d+)"', second) == [str(ids[1]), str(ids[0])]
+    assert "hx-trigger" not in first  # nothing active: no polling
+    running = seed(store, phase="running", at=2.0e9)
+    rows = client.get("/experiments/rows").text
+    assert 'hx-trigger="every 2s"' in rows and f'id="experiment-{running}"' in rows
+    assert 'data-phase="running"' in rows
+
+
+def test_filters_narrow_the_list_and_a_bad_one_is_named(
+    store: Store, client: TestClient, tokens: dict[str, str]
+) -> None:
+    failing = seed(store, label="regression", effect=0.05)
+    passing = seed(store, service="web")
+    browser(client, tokens, "demo-read")
+    listed = client.get("/experiments?verdict=fail").text
+    assert f'id="experiment-{failing}"' in listed and f'id="experiment-{passing}"' not in listed
+    by_service = client.get("/experiments?service=web").text
+    assert re.findall(r'id="experiment-(\d+)"', by_service) == [str(passing)]
+    bad = client.get("/experiments?since=yesterday")
+    assert bad.status_code == 422 and "since" in bad.text and "YYYY-MM-DD" in bad.text
+
+
+def test_acknowledging_a_regression_is_stored_audited_and_kept_failing(
+    store: Store, client: TestClient, tokens: dict[str, str]
+) -> None:
+    failing = seed(store, label="regression", effect=0.05)
+    form = {"experiment_id": str(failing), "metric": "cpu_ns_per_request", "candidate": "B",
+            "note": "known: new parser"}  # fmt: skip
+    reader = browser(client, tokens, "demo-read")
+    page = reader.get("/regressions").text
+    assert f"/experiments/{failing}" in page and "acknowledge" not in page  # read: no buttons
+    assert reader.post("/regressions/triage", data={**form, "state": "ignored"}).status_code == 403
+    outsider = browser(client, tokens, "other-submit")
+    refused = outsider.post("/regressions/triage", data={**form, "state": "ignored"})
+    assert refused.status_code == 422 and "may see" in refused.text
+    submitter = browser(client, tokens, "demo-submit")
+    assert "acknowledge" in submitter.get("/regressions").text
+    done = submitter.post("/regressions/triage", data={**form, "state": "acknowledged"})
+    assert done.status_code == 200  # followed back to the list
+    assert f'href="/experiments/{failing}"' not in done.text.split("<h2>Audit trail")[0]
+    assert "triage.acknowledged" in done.text and "known: new parser" in done.text
+    shown = submitter.get("/regressions?triaged=1").text
+    assert "t-acknowledged" in shown and "by demo-submit" in shown
+    assert gate_of(store, failing).answer == "fail"  # acknowledged still blocks a release
+    submitter.post("/regressions/triage", data={**form, "state": "ignored"})
+    assert gate_of(store, failing).answer == "pass"
+
+
+def test_aa_health_counts_false_positives_in_the_window_and_names_the_model(
+    store: Store, client: TestClient, tokens: dict[str, str]
+) -> None:
+    labels = ["no change"] * 6 + ["improvement", "regression", "regression", "inconclusive"]
+    for i, label in enumerate(labels):
+        seed(store, kind="aa", label=label, at=1.0e9 + i)
+    ab = seed(store, model="trimmed-t-none", at=2.0e9)
+    page = browser(client, tokens, "demo-read").get("/aa").text
+    assert "3 of 10 (30.00%)" in page  # improvement and both regressions
+    assert "0–2" in page  # Binomial(10, 0.05)'s 95% range
+    assert 'class="above"' in page  # 3 > 2: the model is looser than alpha
+    assert "trimmed-t-none" in page and f"#{ab}" in page
+    assert page.count("<svg") == 1
+
+
+def test_a_service_page_draws_each_metric_over_its_experiments(
+    store: Store, client: TestClient, tokens: dict[str, str]
+) -> None:
+    ids = [seed(store, effect=e, at=1.0e9 + i) for i, e in enumerate((0.0, 0.004, 0.03))]
+    seed(store, metric="p99_latency_ms", effect=0.01)
+    seed(store, team="other", effect=0.5)  # another team's: not drawn for demo
+    page = browser(client, tokens, "demo-read").get("/services/api").text
+    assert page.count("<svg") == 2 and "p99_latency_ms" in page
+    assert all(f'href="/experiments/{i}"' in page for i in ids)
+    assert "+50.00%" not in page
+    assert client.get("/services/nothing").status_code == 404
+
+
+def test_host_facts_are_side_by_side_with_the_differing_ones_marked(store: Store) -> None:
+    experiment = seed(store)
+    facts = [{"cpu_model": "EPYC 7B13", "kernel": "6.1", "turbo": "off"},
+             {"cpu_model": "EPYC 7B13", "kernel": "6.8", "turbo": "off"}]  # fmt: skip
+    with store.transaction() as session:
+        hosts = [Host(name=f"m/cpu{i}", backend="local", machine="m", cpus=str(i),
+                      facts=json.dumps(f)) for i, f in enumerate(facts)]  # fmt: skip
+        session.add_all(hosts)
+        session.flush()
+        for batch in (0, 1):
+            for arm, host in zip("AB", hosts if batch == 0 else hosts[::-1], strict=True):
+                session.add(
+                    Run(experiment_id=experiment, trial=0, batch=batch, arm=arm,
+                        host_id=host.id, host_index=0, processor="p",
+                        facts=host.facts, started_at=1.0)
+                )  # fmt: skip
+    groups = experiment_hosts(store, experiment)
+    assert [g.batches for g in groups] == [((0, 0),), ((0, 1),)]  # the swap: two groups
+    first = groups[0]
+    assert first.arms == ("A", "B") and first.hosts == ("m/cpu0", "m/cpu1")
+    assert dict(first.facts)["kernel"] == ("6.1", "6.8")
+    assert first.differ == {"kernel"}
