@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
@@ -116,26 +117,8 @@ class Submitted(BaseModel):
     gate_url: str
 
 
-class Summary(BaseModel):
-    id: int
-    service: str
-    team: str
-    kind: str
-    phase: str
-    progress: str
-    failure: str | None
-    verdict: str
-    regressions: int
-    trials_done: int
-    trials: int
-    created_at: float
-    finished_at: float | None
-    submitted_by: str
-    origin: str
-
-
 class ExperimentList(BaseModel):
-    items: list[Summary]
+    items: list[ExperimentSummary]
     next_before: int | None = Field(description="Pass as `before` for the next page.")
 
 
@@ -153,7 +136,10 @@ class VerdictOut(BaseModel):
     threshold: str
 
 
-class ExperimentOut(Summary):
+@dataclass(frozen=True)
+class ExperimentOut(ExperimentSummary):
+    """An experiment as the list shows it, with its verdicts."""
+
     verdicts: list[VerdictOut]
     gate_url: str
 
@@ -277,11 +263,7 @@ def experiments(
     teams = None if who.admin else (who.team,)
     page = list_experiments(store_of(request), teams=teams, filters=filters, before=before,
                             limit=limit)  # fmt: skip
-    return ExperimentList(items=[_summary(s) for s in page.items], next_before=page.next_before)
-
-
-def _summary(s: ExperimentSummary) -> Summary:
-    return Summary.model_validate(s, from_attributes=True)
+    return ExperimentList(items=list(page.items), next_before=page.next_before)
 
 
 @router.get("/experiments/{experiment_id}", response_model=ExperimentOut)
@@ -291,12 +273,12 @@ def experiment(experiment_id: int, request: Request, who: Principal = Reader) ->
     _visible(store, who, experiment_id)
     summary, verdicts = _detail(store, experiment_id)
     return ExperimentOut(
-        **summary.model_dump(), verdicts=verdicts,
+        **vars(summary), verdicts=verdicts,
         gate_url=_link(request, f"/api/v1/experiments/{experiment_id}/gate"),
     )  # fmt: skip
 
 
-def _detail(store: Store, experiment_id: int) -> tuple[Summary, list[VerdictOut]]:
+def _detail(store: Store, experiment_id: int) -> tuple[ExperimentSummary, list[VerdictOut]]:
     gate = gate_of(store, experiment_id)
     with store.transaction() as session:
         e, service = session.execute(
@@ -317,7 +299,7 @@ def _detail(store: Store, experiment_id: int) -> tuple[Summary, list[VerdictOut]
         ).all()  # fmt: skip
         out = [VerdictOut.model_validate(v, from_attributes=True) for v in verdicts]
         failing = [r for r in gate.regressions if r.triage != "ignored"]
-        summary = Summary(
+        summary = ExperimentSummary(
             id=e.id, service=service, team=e.team, kind=e.kind, phase=e.phase,
             progress=e.progress, failure=e.failure, verdict=gate.answer,
             regressions=len(failing), trials_done=counts.get("done", 0),
