@@ -14,7 +14,7 @@ from hairline.web.pagedata import HistoryPoint
 
 __all__ = ["fpr_svg", "history_svg"]
 
-_W, _H = 720, 220
+_W, _H = 640, 190
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 16, 34
 
 

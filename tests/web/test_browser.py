@@ -1,0 +1,182 @@
+"""The dashboard in a real headless Chromium (Debian's ``chromium``, driven by Playwright
+for Python; no browser is downloaded) against the served lab of conftest.py: the pages
+render a real regression and a real A/A run, a running experiment's progress changes on
+screen without a reload, and acknowledging a regression works through the form.
+
+Each page's screenshot is written under the test's tmp_path (docs/img/ holds copies).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from weblab import WebLab, experiment_toml, submission, wait_ended
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+# Long enough for a short experiment queued behind nothing on a slow 2-CPU machine.
+LIVE_TIMEOUT_S = 240.0
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: `make sysdeps` installs Debian's chromium as root")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def signed_in(chromium: Any, lab: WebLab, token: str) -> Any:
+    """A new browser tab signed in through the login form."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(lab.url + "/experiments")
+    assert page.locator("input[name=token]").is_visible()  # 401: the login form
+    page.fill("input[name=token]", lab.tokens[token])
+    page.click("button[type=submit]")
+    page.wait_for_url("**/experiments")
+    return page
+
+
+def shoot(page: Any, folder: Path, name: str) -> Path:
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000
+    return path
+
+
+def test_every_page_renders_a_real_regression_and_a_real_aa_run(
+    chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
+) -> None:
+    regression, aa = web_runs["regression"], web_runs["aa"]
+    page = signed_in(chromium, web_lab, "demo-read")
+
+    row = page.locator(f"#experiment-{regression}")
+    assert row.get_attribute("data-phase") == "done"
+    assert "fail" in row.locator(".gate").inner_text()
+    assert "pass" in page.locator(f"#experiment-{aa} .gate").inner_text()
+    shoot(page, tmp_path, "experiments")
+
+    page.click(f"#experiment-{regression} a[href='/experiments/{regression}']")
+    page.wait_for_url(f"**/experiments/{regression}")
+    assert "regression" in page.locator(".report .status").inner_text()
+    assert page.locator(".report svg").count() >= 2  # the report's own charts
+    facts = page.locator("table.facts")
+    assert facts.count() >= 1 and "cpu_model" in facts.first.inner_text()
+    assert page.locator("#live").get_attribute("data-phase") == "done"
+    shoot(page, tmp_path, "experiment")
+
+    page.goto(f"{web_lab.url}/aa")
+    health = page.locator("table.health tbody tr")
+    assert health.count() >= 1 and "sample-web" in health.first.inner_text()
+    assert page.locator("section.metric svg").count() == health.count()
+    shoot(page, tmp_path, "aa")
+
+    page.goto(f"{web_lab.url}/services/sample-web")
+    assert page.locator("section.metric svg").count() >= 1
+    shoot(page, tmp_path, "service")
+
+    page.goto(f"{web_lab.url}/regressions")
+    assert page.locator(f"a[href='/experiments/{regression}']").count() >= 1
+    shoot(page, tmp_path, "regressions")
+    page.context.close()
+
+
+def test_a_running_experiments_progress_changes_on_screen_without_a_reload(
+    chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
+) -> None:
+    status, answer, _ = web_lab.request(
+        "POST", "/api/v1/experiments", token="demo-submit",
+        body=submission(experiment_toml(trials=3)),
+    )  # fmt: skip
+    assert status == 201, answer
+    experiment = int(answer["id"])
+    try:
+        page = signed_in(chromium, web_lab, "demo-read")
+        row = page.locator(f"#experiment-{experiment}")
+        assert row.count() == 1
+        # A mark in the page's JavaScript state: a reload or a navigation would lose it.
+        page.evaluate("window.stillTheSamePage = true")
+        seen: list[str] = []
+        deadline = time.monotonic() + LIVE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            text = row.locator(".progress").inner_text() + " | " + row.get_attribute("data-phase")
+            if not seen or seen[-1] != text:
+                seen.append(text)
+            if row.get_attribute("data-phase") == "running" and len(seen) >= 2:
+                break
+            page.wait_for_timeout(250)
+        assert page.evaluate("window.stillTheSamePage") is True
+        assert len(seen) >= 2, seen  # the row changed under our eyes
+        shoot(page, tmp_path, "experiments-live")
+
+        # The experiment's own page: its status line moves on, then the page shows the end.
+        live = signed_in(chromium, web_lab, "demo-read")
+        live.goto(f"{web_lab.url}/experiments/{experiment}")
+        live.evaluate("window.stillTheSamePage = true")
+        first = live.locator("#live").inner_text()
+        live.wait_for_function(
+            "first => document.querySelector('#live') && "
+            "document.querySelector('#live').innerText !== first",
+            arg=first, timeout=LIVE_TIMEOUT_S * 1000,
+        )  # fmt: skip
+        if live.evaluate("window.stillTheSamePage === true"):
+            shoot(live, tmp_path, "experiment-live")
+        # At the end the page reloads once (HX-Refresh) to show the verdicts.
+        live.wait_for_selector("#live[data-phase=done]", timeout=LIVE_TIMEOUT_S * 1000)
+        assert live.locator(".report .status").count() == 1
+        # The list's row, never reloaded, ended too and stopped polling.
+        page.wait_for_selector(
+            f"#experiment-{experiment}[data-phase=done]", timeout=LIVE_TIMEOUT_S * 1000
+        )
+        assert page.evaluate("window.stillTheSamePage") is True
+        page.context.close()
+        live.context.close()
+    finally:
+        wait_ended(web_lab, experiment)
+
+
+def test_acknowledging_a_regression_through_the_page(
+    chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
+) -> None:
+    regression = web_runs["regression"]
+    page = signed_in(chromium, web_lab, "demo-submit")
+    page.goto(f"{web_lab.url}/regressions")
+    row = page.locator("table.regressions tbody tr", has=page.locator(
+        f"a[href='/experiments/{regression}']"
+    )).first  # fmt: skip
+    metric = row.get_attribute("data-metric")
+    row.locator("input[name=note]").fill("expected: the candidate does 10% more work")
+    row.locator("button[value=acknowledged]").click()
+    page.wait_for_load_state()
+    open_rows = page.locator(f"table.regressions tr[data-metric='{metric}']", has=page.locator(
+        f"a[href='/experiments/{regression}']"
+    ))  # fmt: skip
+    assert open_rows.count() == 0  # no longer open
+    trail = page.locator("table.audit").inner_text()
+    assert "triage.acknowledged" in trail and "demo-submit" in trail
+    assert "10% more work" in trail
+    page.click("text=Show triaged ones too")
+    page.wait_for_url("**/regressions?triaged=1")
+    assert page.locator(".t-acknowledged").count() >= 1
+    shoot(page, tmp_path, "regressions-triaged")
+    status, gate, _ = web_lab.request(
+        "GET", f"/api/v1/experiments/{regression}/gate", token="demo-read"
+    )
+    assert status == 200 and gate["answer"] == "fail"  # acknowledged still blocks
+    page.context.close()
