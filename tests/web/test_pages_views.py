@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from hairline.store.db import Store, open_store
-from hairline.store.models import Experiment, Host, Run, Service, Trial, VerdictRow
+from hairline.store.models import Arm, Experiment, Host, Run, Service, Trial, VerdictRow
 from hairline.web.app import create_app
 from hairline.web.auth import create_token
 from hairline.web.deps import COOKIE
@@ -230,3 +230,25 @@ def test_host_facts_are_side_by_side_with_the_differing_ones_marked(store: Store
     assert first.arms == ("A", "B") and first.hosts == ("m/cpu0", "m/cpu1")
     assert dict(first.facts)["kernel"] == ("6.1", "6.8")
     assert first.differ == {"kernel"}
+
+
+def test_a_build_log_is_served_from_the_recorded_path_only(
+    store: Store, client: TestClient, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    mine, theirs = seed(store), seed(store, team="other")
+    log = tmp_path / "build-a.log"
+    log.write_text("cargo build --release\n    Finished release\n")
+    with store.transaction() as session:
+        for experiment in (mine, theirs):
+            session.add_all([
+                Arm(experiment_id=experiment, name="A", position=0, source="path .",
+                    build_log=str(log)),
+                Arm(experiment_id=experiment, name="B", position=1, source="path ."),
+            ])  # fmt: skip
+    browser(client, tokens, "demo-read")
+    served = client.get(f"/experiments/{mine}/build-log/A")
+    assert served.status_code == 200 and "Finished release" in served.text
+    assert served.headers["content-type"].startswith("text/plain")
+    assert client.get(f"/experiments/{mine}/build-log/B").status_code == 404  # none recorded
+    assert client.get(f"/experiments/{mine}/build-log/..%2F..%2Fetc%2Fpasswd").status_code == 404
+    assert client.get(f"/experiments/{theirs}/build-log/A").status_code == 404  # other team
