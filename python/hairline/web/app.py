@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from hairline.store.db import Store
 
 __all__ = ["STATIC", "TEMPLATES", "create_app"]
 
+_log = logging.getLogger("hairline.serve")
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
@@ -63,6 +65,9 @@ async def _schedule_loop(store: Store, every_s: float) -> None:
     from hairline.lab.periodic import enqueue_due
 
     while True:
-        # The database calls block; a thread keeps the server answering meanwhile.
-        await asyncio.to_thread(enqueue_due, store)
+        try:
+            # The database calls block; a thread keeps the server answering meanwhile.
+            await asyncio.to_thread(enqueue_due, store)
+        except Exception as err:  # a restarting database must not end the scheduler
+            _log.warning("periodic A/A: enqueueing due runs failed (%s); trying again", err)
         await asyncio.sleep(every_s)
