@@ -19,6 +19,7 @@ from weblab import WebLab, experiment_toml, submission, wait_ended
 pytestmark = pytest.mark.slow
 
 CHROMIUM = Path("/usr/bin/chromium")
+HTMX = Path(__file__).parents[2] / "python/hairline/web/static/vendor/htmx.min.js"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -31,6 +32,8 @@ LIVE_TIMEOUT_S = 240.0
 def chromium() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing: `make sysdeps` installs Debian's chromium as root")
+    if not HTMX.is_file():
+        pytest.fail(f"{HTMX} is missing: `make build` installs htmx from npm", pytrace=False)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as driver:
