@@ -67,7 +67,9 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
     commits = eight_commits(repo)
     git_arm = {"git": "main", "repo": str(repo)}
     # 2,500/s keeps CPU per request steady (test_lab_e2e.py: at 800/s a 10% change once read
-    # as inconclusive); four trials give an interval well inside the 4% threshold.
+    # as inconclusive). With four trials an A/A pair's interval reached +/-3.8% and the 10%
+    # change read +7.4% to +8.7%: a 5% threshold leaves room on both sides, so that no step
+    # is inconclusive and repeated (a fifth experiment).
     path = write_experiment(
         tmp_path / "exp",
         tag="bisect",
@@ -75,7 +77,7 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
         load={"rate_per_s": 2500, "duration_s": 1.5, "warmup_duration_s": 1.0},
         design={"trials": 4},
         service={"build": {"artifact": "app"}},
-        thresholds={"cpu_ns_per_request": "4%"},
+        thresholds={"cpu_ns_per_request": "5%"},
         wrap="sh {artifact}/serve.sh {command}",
     ).path
     home = tmp_path / "home"

@@ -9,7 +9,6 @@ after its repeats, or ``--max-experiments`` ran out); 3 gave up waiting for host
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,13 +24,12 @@ from hairline.cli._options import (
     store_options,
     wait_option,
 )
+from hairline.cli.experiments import write_documents
 from hairline.cli.run import execute
 from hairline.config import ExperimentConfig
 from hairline.lab.bisect import DEFAULT_METRIC, Bisection, bisect
 from hairline.lab.files import load_experiment_file
 from hairline.report.bisect import print_bisection, render_bisection_markdown
-from hairline.report.jsonout import write_json
-from hairline.report.markdown import append_step_summary
 from hairline.store.db import open_store
 
 __all__: list[str] = []
@@ -110,19 +108,7 @@ def _emit(
     result: Bisection, out: Console, json_path: Path | None, markdown_path: Path | None
 ) -> None:
     print_bisection(result, out)
-    markdown = render_bisection_markdown(result)
-    if markdown_path is not None:
-        if str(markdown_path) == "-":
-            click.echo(markdown)
-        else:
-            markdown_path.write_text(markdown)
-            out.print(f"wrote {markdown_path}")
-    summary = append_step_summary(markdown)
-    if summary is not None:
-        out.print(f"appended the result to {summary}")
-    if json_path is not None:
-        if str(json_path) == "-":
-            click.echo(json.dumps(result.as_json(), indent=2))
-        else:
-            write_json(json_path, result.as_json())
-            out.print(f"wrote {json_path}")
+    write_documents(
+        out, render_bisection_markdown(result), result.as_json(),
+        markdown_path=markdown_path, json_path=json_path, what="result",
+    )  # fmt: skip

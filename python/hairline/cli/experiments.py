@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -26,7 +27,7 @@ from hairline.report.terminal import print_experiment
 from hairline.store.db import Store, open_store
 from hairline.store.models import TERMINAL_PHASES
 
-__all__ = ["emit_reports", "exit_code"]
+__all__ = ["emit_reports", "exit_code", "write_documents"]
 
 
 def emit_reports(
@@ -49,7 +50,25 @@ def emit_reports(
         html_path.write_text(html_file.read_text())
         report = _with_html(report, html_path.resolve())
     print_experiment(report, out)
-    markdown = render_markdown(report)
+    write_documents(
+        out, render_markdown(report), experiment_json(report),
+        markdown_path=markdown_path, json_path=json_path,
+    )  # fmt: skip
+    out.print(f"HTML report: {report.html_path}")
+    return report
+
+
+def write_documents(
+    out: Console,
+    markdown: str,
+    payload: Any,
+    *,
+    markdown_path: Path | None,
+    json_path: Path | None,
+    what: str = "report",
+) -> None:
+    """A command's Markdown and JSON documents: each to its path or, for '-', to stdout;
+    the Markdown also appended to $GITHUB_STEP_SUMMARY when that is set."""
     if markdown_path is not None:
         if str(markdown_path) == "-":
             click.echo(markdown)
@@ -58,15 +77,13 @@ def emit_reports(
             out.print(f"wrote {markdown_path}")
     summary = append_step_summary(markdown)
     if summary is not None:
-        out.print(f"appended the report to {summary}")
+        out.print(f"appended the {what} to {summary}")
     if json_path is not None:
         if str(json_path) == "-":
-            click.echo(json.dumps(experiment_json(report), indent=2, default=str))
+            click.echo(json.dumps(payload, indent=2, default=str))
         else:
-            write_json(json_path, experiment_json(report))
+            write_json(json_path, payload)
             out.print(f"wrote {json_path}")
-    out.print(f"HTML report: {report.html_path}")
-    return report
 
 
 def _with_html(report: ExperimentReport, path: Path) -> ExperimentReport:

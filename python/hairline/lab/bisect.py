@@ -48,6 +48,9 @@ DEFAULT_METRIC = "cpu_ns_per_request"
 # Room for two repeats of inconclusive steps on top of a clean bisection.
 _SPARE_EXPERIMENTS = 2
 
+# [design] trials and max_trials go no higher (config/sections.py): repeats stop doubling here.
+_MAX_TRIALS = 1000
+
 RunStep = Callable[[ExperimentConfig], int]
 
 
@@ -74,6 +77,16 @@ class StepResult:
     ci_high: float | None
     p_value: float | None
     threshold: str
+
+    @property
+    def threshold_text(self) -> str:
+        """The threshold as a reader writes it: "5%" (relative) or "0.001" (absolute)."""
+        value, _, kind = self.threshold.partition(" ")
+        try:
+            number = float(value)
+        except ValueError:
+            return self.threshold
+        return f"{number * 100:.4g}%" if kind == "rel" else f"{number:.4g}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -182,6 +195,7 @@ def step_config(config: ExperimentConfig, baseline: str, candidate: str, trials:
         cand_name: base.model_copy(update={"git": candidate, "baseline": None}),
     }
     design = config.design
+    trials = min(trials, _MAX_TRIALS)
     if design.sequential:
         design = design.model_copy(update={"max_trials": max(trials, 3), "decide_on": [metric]})
     else:
@@ -314,4 +328,4 @@ def _effect_text(result: StepResult) -> str:
     interval = ""
     if result.ci_low is not None and result.ci_high is not None:
         interval = f" [{result.ci_low:+.1%}, {result.ci_high:+.1%}]"
-    return f" {result.effect_rel:+.1%}{interval} (threshold {result.threshold})"
+    return f" {result.effect_rel:+.1%}{interval} (threshold {result.threshold_text})"

@@ -50,16 +50,6 @@ def _what(step: StepResult) -> str:
     return f"{step.step.purpose}{again}"
 
 
-def _threshold(text: str) -> str:
-    """The verdict row's threshold ("0.04 rel" or "0.001") as a reader writes it."""
-    value, _, kind = text.partition(" ")
-    try:
-        number = float(value)
-    except ValueError:
-        return text
-    return f"{number:.4g}" if kind != "rel" else f"{number * 100:.4g}%"
-
-
 def print_bisection(result: Bisection, out: Console) -> None:
     table = Table(title=f"bisection of {escape(result.service)} on {escape(result.metric)}")
     for column in ("#", "step", "candidate", "against", "trials", "verdict", "effect",
@@ -69,7 +59,7 @@ def print_bisection(result: Bisection, out: Console) -> None:
         table.add_row(
             str(number), _what(step), escape(_revision(step.candidate)),
             step.baseline.commit[:_SHORT], str(step.step.trials), step.outcome, _effect(step),
-            _interval(step), _threshold(step.threshold), str(step.experiment_id),
+            _interval(step), step.threshold_text, str(step.experiment_id),
         )  # fmt: skip
     out.print(table)
     colour = "red" if result.culprit is not None else "yellow"
@@ -98,7 +88,7 @@ def render_bisection_markdown(result: Bisection) -> str:
             str(number), _what(step), f"`{step.candidate.commit[:_SHORT]}` "
             f"{_cell(step.candidate.subject)}", f"`{step.baseline.commit[:_SHORT]}`",
             str(step.step.trials), step.outcome, _effect(step), _interval(step),
-            _threshold(step.threshold), str(step.experiment_id),
+            step.threshold_text, str(step.experiment_id),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
