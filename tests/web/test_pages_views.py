@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from webseed import seed
 
 from hairline.store.db import Store, open_store
-from hairline.store.models import Arm, Experiment, Host, Run, Service, Trial, VerdictRow
+from hairline.store.models import Arm, Host, Run
 from hairline.web.app import create_app
 from hairline.web.auth import create_token
 from hairline.web.deps import COOKIE
@@ -52,38 +53,6 @@ def client(store: Store) -> TestClient:
 def browser(client: TestClient, tokens: dict[str, str], name: str) -> TestClient:
     client.cookies.set(COOKIE, tokens[name])
     return client
-
-
-def seed(
-    store: Store, *, service: str = "api", team: str = "demo", kind: str = "ab",
-    phase: str = "done", label: str = "no change", metric: str = "cpu_ns_per_request",
-    effect: float = 0.0, at: float = 1.0e9, model: str = "paired-t-none",
-) -> int:  # fmt: skip
-    """One experiment as the lab leaves it: trials, and a deciding verdict when done."""
-    with store.transaction() as session:
-        row = session.query(Service).filter_by(name=service).one_or_none()
-        if row is None:
-            row = Service(name=service, created_at=0.0)
-            session.add(row)
-            session.flush()
-        e = Experiment(
-            service_id=row.id, kind=kind, team=team, phase=phase, progress=f"{phase}: trial 1",
-            spec=json.dumps({"analysis": {"alpha": 0.05}}), source_file="f", artifacts_dir="",
-            created_at=at, updated_at=at, finished_at=at + 60 if phase == "done" else None,
-        )  # fmt: skip
-        session.add(e)
-        session.flush()
-        session.add(Trial(experiment_id=e.id, index=0, state="done", attempts=1))
-        if phase == "done":
-            session.add(
-                VerdictRow(
-                    experiment_id=e.id, metric=metric, candidate="B", baseline="A",
-                    deciding=True, label=label, model=model, model_reason="fewest misses",
-                    relative_effect=effect, ci_low=effect - 0.01, ci_high=effect + 0.01,
-                    p_value=0.01, threshold="0.02 rel", direction="higher-is-worse",
-                )
-            )  # fmt: skip
-        return e.id
 
 
 def test_a_browser_without_a_token_gets_the_login_form_then_its_page(

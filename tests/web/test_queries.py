@@ -6,10 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from webseed import seed
 
 from hairline.errors import HairlineError
 from hairline.store.db import Store, open_store
-from hairline.store.models import Experiment, Service, Triage, Trial, VerdictRow
+from hairline.store.models import Triage
 from hairline.web.queries import ExperimentFilter, gate_of, list_experiments
 
 
@@ -20,39 +21,8 @@ def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-def add(
-    store: Store, *, service: str = "api", team: str = "demo", phase: str = "done",
-    kind: str = "ab", regression: bool = False, created_at: float = 1000.0, trials: int = 3,
-) -> int:  # fmt: skip
-    with store.transaction() as session:
-        row = session.query(Service).filter_by(name=service).one_or_none()
-        if row is None:
-            row = Service(name=service, created_at=0.0)
-            session.add(row)
-            session.flush()
-        e = Experiment(
-            service_id=row.id, kind=kind, team=team, phase=phase, spec="{}", source_file="f",
-            artifacts_dir="", progress=phase, created_at=created_at, updated_at=created_at,
-            claims=0, cancel_requested=False,
-        )  # fmt: skip
-        session.add(e)
-        session.flush()
-        for index in range(trials):
-            state = "done" if phase == "done" or index == 0 else "pending"
-            session.add(Trial(experiment_id=e.id, index=index, state=state, attempts=1))
-        session.add(
-            VerdictRow(
-                experiment_id=e.id, metric="cpu_ns_per_request", candidate="B", baseline="A",
-                deciding=True, label="regression" if regression else "no change",
-                model="paired-t", model_reason="", relative_effect=0.05 if regression else 0.0,
-                ci_low=0.03, ci_high=0.07, p_value=0.001, threshold="1%", direction="lower",
-            )
-        )  # fmt: skip
-        return e.id
-
-
 def test_pages_go_newest_first_and_end(store: Store) -> None:
-    ids = [add(store, created_at=1000.0 + i) for i in range(7)]
+    ids = [seed(store, at=1000.0 + i) for i in range(7)]
     first = list_experiments(store, teams=None, limit=3)
     assert [s.id for s in first.items] == ids[::-1][:3]
     second = list_experiments(store, teams=None, before=first.next_before, limit=3)
@@ -62,17 +32,17 @@ def test_pages_go_newest_first_and_end(store: Store) -> None:
 
 
 def test_a_team_sees_only_its_own(store: Store) -> None:
-    mine = add(store, team="demo")
-    add(store, team="other")
+    mine = seed(store, team="demo")
+    seed(store, team="other")
     page = list_experiments(store, teams=["demo"])
     assert [s.id for s in page.items] == [mine]
 
 
 def test_filters_by_verdict_phase_service_kind_and_date(store: Store) -> None:
-    failing = add(store, regression=True, created_at=10.0)
-    passing = add(store, created_at=20.0)
-    running = add(store, phase="running", service="web", created_at=30.0)
-    failed = add(store, phase="failed", kind="aa", created_at=40.0)
+    failing = seed(store, label="regression", effect=0.05, at=10.0)
+    passing = seed(store, at=20.0)
+    running = seed(store, phase="running", service="web", at=30.0)
+    failed = seed(store, phase="failed", kind="aa", at=40.0)
 
     def ids(**kw: object) -> list[int]:
         page = list_experiments(store, teams=None, filters=ExperimentFilter(**kw))  # type: ignore[arg-type]
@@ -89,8 +59,8 @@ def test_filters_by_verdict_phase_service_kind_and_date(store: Store) -> None:
 
 
 def test_the_summary_counts_trials_and_open_regressions(store: Store) -> None:
-    running = add(store, phase="running", trials=4)
-    failing = add(store, regression=True)
+    running = seed(store, phase="running", trials=4)
+    failing = seed(store, label="regression", effect=0.05)
     by_id = {s.id: s for s in list_experiments(store, teams=None).items}
     assert (by_id[running].trials_done, by_id[running].trials) == (1, 4)
     assert by_id[running].verdict == "pending"
@@ -103,7 +73,7 @@ def test_a_filter_that_cannot_match_is_named(store: Store) -> None:
 
 
 def test_the_gate_fails_on_a_regression_until_it_is_ignored(store: Store) -> None:
-    failing = add(store, regression=True)
+    failing = seed(store, label="regression", effect=0.05)
     gate = gate_of(store, failing)
     assert gate.answer == "fail"
     assert "cpu_ns_per_request of B" in gate.reason
@@ -119,8 +89,8 @@ def test_the_gate_fails_on_a_regression_until_it_is_ignored(store: Store) -> Non
 
 
 def test_the_gate_waits_while_active_and_errs_when_failed(store: Store) -> None:
-    assert gate_of(store, add(store, phase="analyzing")).answer == "pending"
-    assert gate_of(store, add(store, phase="cancelled")).answer == "error"
-    assert gate_of(store, add(store)).answer == "pass"
+    assert gate_of(store, seed(store, phase="analyzing")).answer == "pending"
+    assert gate_of(store, seed(store, phase="cancelled")).answer == "error"
+    assert gate_of(store, seed(store)).answer == "pass"
     with pytest.raises(HairlineError, match="no experiment 999"):
         gate_of(store, 999)
