@@ -22,14 +22,16 @@ CAPACITY = {
     "probe_s": 0.5,
     "start_rate_per_s": 1000,
 }
-# Short, for a test: 3 s to confirm a knee, 3 trials (6 batches).
-LOAD = {"rate_per_s": None, "duration_s": 3.0, "warmup_rate_per_s": 500, "warmup_duration_s": 0.5}
+# Short, for a test: 2 s to confirm a knee, 3 trials (6 batches).
+LOAD = {"rate_per_s": None, "duration_s": 2.0, "warmup_rate_per_s": 500, "warmup_duration_s": 0.5}
 
 
-def run_capacity(tmp_path: Path, engine_path: Path, command: str, arms: dict[str, object]) -> dict:
+def run_capacity(
+    tmp_path: Path, engine_path: Path, command: str, arms: dict[str, object], *, trials: int = 3
+) -> dict:
     path = write_experiment(
         tmp_path / command, tag=f"cap{command}", arms=arms, load=LOAD,  # type: ignore[arg-type]
-        design={"trials": 3, "max_batch_attempts": 5}, mode=CAPACITY, start_args=SLEEPING,
+        design={"trials": trials, "max_batch_attempts": 5}, mode=CAPACITY, start_args=SLEEPING,
     ).path  # fmt: skip
     out = tmp_path / f"{command}.json"
     done = hairline(command, str(path), "--json", str(out), home=tmp_path / "home",
@@ -66,8 +68,14 @@ def test_a_10_percent_slower_candidate_has_a_lower_capacity(
 
 @pytest.mark.slow
 def test_an_aa_in_capacity_mode_is_not_flagged(tmp_path: Path, engine_path: Path) -> None:
+    # Two trials: this checks that `hairline aa` runs capacity mode through and flags
+    # nothing; how tight the interval is, the A/B above checks (a third trial cost 40 s).
     report = run_capacity(
-        tmp_path, engine_path, "aa", {"A": {}, "B": {"args": ["--regress-cpu", "0.1"]}}
+        tmp_path,
+        engine_path,
+        "aa",
+        {"A": {}, "B": {"args": ["--regress-cpu", "0.1"]}},
+        trials=2,
     )
 
     assert report["returncode"] == 0, report["stdout"]

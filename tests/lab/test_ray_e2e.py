@@ -154,7 +154,7 @@ def test_the_nodes_run_pinned_away_from_their_hosts_and_registered_their_facts(
 
 
 @pytest.mark.timeout(600)
-def test_an_ab_on_two_worker_nodes_gets_the_verdict_of_the_local_backend(
+def test_an_ab_on_two_worker_nodes_finds_the_regression_the_local_backend_finds(
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
     # As tests/lab/test_lab_e2e.py's 10% regression: seven trials (the trimmed t has some
@@ -172,21 +172,14 @@ def test_an_ab_on_two_worker_nodes_gets_the_verdict_of_the_local_backend(
         "--home", str(tmp_path / "home"), timeout_s=500,
     )  # fmt: skip
     assert on_ray.returncode == 1, on_ray.stdout + on_ray.stderr
-    locally = ray_cluster.hairline(
-        "run", str(path), "--db", f"sqlite:///{tmp_path / 'local.db'}",
-        "--json", str(tmp_path / "local.json"), "--home", str(tmp_path / "local"),
-        timeout_s=500,
-    )  # fmt: skip
-    assert locally.returncode == 1, locally.stdout + locally.stderr
-
-    def verdicts(name: str) -> dict[str, str]:
-        report = json.loads((tmp_path / name).read_text())
-        assert report["phase"] == "done" and report["trials_done"] == 7
-        return {m["metric"]: m["verdict"] for m in report["analysis"]["metrics"]}
-
-    ray_verdicts, local_verdicts = verdicts("ray.json"), verdicts("local.json")
-    cpu = "cpu_ns_per_request"
-    assert ray_verdicts[cpu] == local_verdicts[cpu] == "regression"
+    # The same file on the local backend is tests/lab/test_lab_e2e.py's 10% regression
+    # (same arms, rate, duration and trials), which must find the same regression; running
+    # it again here cost the suite 45 s.
+    report = json.loads((tmp_path / "ray.json").read_text())
+    assert report["phase"] == "done" and report["trials_done"] == 7
+    cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
+    assert cpu["verdict"] == "regression"
+    assert cpu["effect_rel"] > 0.05
     eid = json.loads((tmp_path / "ray.json").read_text())["experiment_id"]
     with store.transaction() as session:
         row = session.get(Experiment, eid)
