@@ -33,6 +33,7 @@ import pytest
 
 from hairline import engine
 from hairline.errors import EngineError
+from hairline.store.db import Store, open_store
 
 if TYPE_CHECKING:
     from hairline.capacity.fleet import LocalFleet
@@ -305,6 +306,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'hairline.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return server.new_database()
+
+
+@pytest.fixture
+def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
+    """The lab's database on ``db_url`` (SQLite, then PostgreSQL), its home in tmp_path; a
+    module that needs another kind of store defines its own ``store``."""
+    s = open_store(db_url, home=tmp_path / "home")
+    yield s
+    s.close()
 
 
 def live_processes_with(marker: str) -> list[int]:

@@ -11,7 +11,6 @@ kernel effects are scaled so that, over the balanced hosts, they are 60% of the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from hairline.hosts.factors import (
     factor_analysis,
     load_runs,
 )
-from hairline.store.db import Store, open_store
+from hairline.store.db import Store
 from hairline.store.models import Experiment, Host, Run, Service, Trial
 from hairline.store.observations import write_observations
 
@@ -70,13 +69,6 @@ class SimHost:
 
 
 HOSTS = tuple(SimHost(k, m) for k in range(len(KERNELS)) for m in range(len(MODELS)))
-
-
-@pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = open_store(db_url, home=tmp_path / "home")
-    yield s
-    s.close()
 
 
 def _host_ids(store: Store) -> list[int]:

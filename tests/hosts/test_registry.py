@@ -5,8 +5,6 @@ holds them, unless forced); on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -21,7 +19,7 @@ from hairline.hosts.registry import (
     ray_hosts,
     register_host,
 )
-from hairline.store.db import Store, open_store
+from hairline.store.db import Store
 from hairline.store.models import Experiment, Host, Service
 
 FACTS = HostFacts(
@@ -36,13 +34,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = open_store(db_url, home=tmp_path / "home")
-    yield s
-    s.close()
 
 
 def register(store: Store, name: str, address: str = "10.0.0.7", **extra: object) -> int:

@@ -5,7 +5,6 @@ kept, two schedulers never enqueueing one period twice."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,13 +35,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = open_store(db_url, home=tmp_path / "home")
-    yield s
-    s.close()
 
 
 def write_example(folder: Path, aa: str | None = '[aa]\nevery = "2h"\n') -> Path:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,18 +30,11 @@ from hairline.report.experiment import load_report
 from hairline.report.html import render_html
 from hairline.report.markdown import render_markdown
 from hairline.report.terminal import print_experiment
-from hairline.store.db import Store, open_store
+from hairline.store.db import Store
 from hairline.store.models import Experiment, Trial
 from hairline.store.observations import write_observations
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
-
-
-@pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = open_store(db_url, home=tmp_path / "home")
-    yield s
-    s.close()
 
 
 def store_three_sided(store: Store, folder: Path, *, parent: float, change: float) -> int:

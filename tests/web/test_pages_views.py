@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from webseed import seed
 
-from hairline.store.db import Store, open_store
+from hairline.store.db import Store
 from hairline.store.models import Arm, Host, Run
 from hairline.web.app import create_app
 from hairline.web.auth import create_token
@@ -26,13 +25,6 @@ from hairline.web.deps import COOKIE
 from hairline.web.pagedata import experiment_hosts
 from hairline.web.queries import gate_of
 from hairline.web.views_experiments import PAGE_SIZE
-
-
-@pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = open_store(db_url, home=tmp_path / "home")
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from webseed import seed
 
 from hairline.errors import HairlineError
-from hairline.store.db import Store, open_store
+from hairline.store.db import Store
 from hairline.store.models import Triage
 from hairline.web.queries import ExperimentFilter, gate_of, list_experiments
-
-
-@pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    s = open_store(db_url, home=tmp_path / "home")
-    yield s
-    s.close()
 
 
 def test_pages_go_newest_first_and_end(store: Store) -> None:
