@@ -1,0 +1,168 @@
+"""A tuning run's search space: its parameters, the default configuration, and the unit cube
+the searchers work in. Pure: no I/O.
+
+A configuration is a plain ``dict`` from parameter name to value. Searchers that model the
+objective (Bayesian optimisation) see a configuration as a point of ``[0, 1]^d``: one
+coordinate per integer, float or boolean parameter (log-scaled ones on the log scale) and one
+per choice of a choice parameter (one-hot), so that no order is imposed on the choices.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "BoolParam",
+    "ChoiceParam",
+    "Configuration",
+    "FloatParam",
+    "IntParam",
+    "Param",
+    "Space",
+    "Value",
+]
+
+Value = int | float | bool | str
+Configuration = dict[str, Value]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class IntParam:
+    """Whole numbers from ``low`` to ``high`` inclusive; ``log``: searched on a log scale
+    (``low`` >= 1), as sizes and counts usually are."""
+
+    name: str
+    low: int
+    high: int
+    log: bool = False
+
+    def values(self) -> list[int]:
+        return list(range(self.low, self.high + 1))
+
+
+@dataclass(frozen=True)
+class FloatParam:
+    name: str
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class BoolParam:
+    name: str
+
+
+@dataclass(frozen=True)
+class ChoiceParam:
+    name: str
+    choices: tuple[Value, ...]
+
+
+Param = IntParam | FloatParam | BoolParam | ChoiceParam
+
+
+def _unit(p: IntParam | FloatParam, value: float) -> float:
+    if p.high == p.low:
+        return 0.5
+    if p.log:
+        return (math.log(value) - math.log(p.low)) / (math.log(p.high) - math.log(p.low))
+    return (value - p.low) / (p.high - p.low)
+
+
+def _from_unit(p: IntParam | FloatParam, u: float) -> float:
+    u = min(max(u, 0.0), 1.0)
+    if p.log:
+        return math.exp(math.log(p.low) + u * (math.log(p.high) - math.log(p.low)))
+    return p.low + u * (p.high - p.low)
+
+
+@dataclass(frozen=True)
+class Space:
+    """The parameters in the tuning file's order, and the default configuration (the
+    control of every A/B; the hill climber's start)."""
+
+    params: tuple[Param, ...]
+    default: Configuration = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    @property
+    def dims(self) -> int:
+        """Coordinates of the unit cube: one per parameter, one per choice of a choice."""
+        return sum(len(p.choices) if isinstance(p, ChoiceParam) else 1 for p in self.params)
+
+    def key(self, config: Mapping[str, Value]) -> tuple[Value, ...]:
+        """A hashable identity of a configuration (to never propose one twice)."""
+        return tuple(config[p.name] for p in self.params)
+
+    def encode(self, config: Mapping[str, Value]) -> FloatArray:
+        """The configuration as a point of the unit cube."""
+        out: list[float] = []
+        for p in self.params:
+            value = config[p.name]
+            if isinstance(p, ChoiceParam):
+                out.extend(1.0 if c == value else 0.0 for c in p.choices)
+            elif isinstance(p, BoolParam):
+                out.append(1.0 if value else 0.0)
+            else:
+                out.append(_unit(p, float(value)))
+        return np.asarray(out, dtype=np.float64)
+
+    def decode(self, x: Sequence[float] | FloatArray) -> Configuration:
+        """The configuration nearest a point of the unit cube (integers rounded on their
+        scale, booleans at 0.5, a choice by its largest coordinate)."""
+        config: Configuration = {}
+        i = 0
+        for p in self.params:
+            if isinstance(p, ChoiceParam):
+                width = len(p.choices)
+                config[p.name] = p.choices[int(np.argmax(np.asarray(x[i : i + width])))]
+                i += width
+                continue
+            u = float(x[i])
+            i += 1
+            if isinstance(p, BoolParam):
+                config[p.name] = u >= 0.5
+            elif isinstance(p, IntParam):
+                config[p.name] = int(min(max(round(_from_unit(p, u)), p.low), p.high))
+            else:
+                config[p.name] = float(_from_unit(p, u))
+        return config
+
+    def is_finite(self) -> bool:
+        return not any(isinstance(p, FloatParam) for p in self.params)
+
+    def size(self) -> int | None:
+        """How many configurations there are; None when a float parameter makes it
+        uncountable."""
+        if not self.is_finite():
+            return None
+        return math.prod(len(_discrete_values(p)) for p in self.params)
+
+    def grid(self) -> Iterator[Configuration]:
+        """Every configuration of a space without float parameters, in a fixed order."""
+        if not self.is_finite():
+            raise ValueError("a space with a float parameter has no finite grid")
+        columns = [_discrete_values(p) for p in self.params]
+        for values in product(*columns):
+            yield dict(zip(self.names, values, strict=True))
+
+
+def _discrete_values(p: Param) -> list[Value]:
+    if isinstance(p, IntParam):
+        return list(p.values())
+    if isinstance(p, BoolParam):
+        return [False, True]
+    if isinstance(p, ChoiceParam):
+        return list(p.choices)
+    raise ValueError(f"{p.name} is a float parameter")
