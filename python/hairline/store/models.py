@@ -37,6 +37,8 @@ __all__ = [
     "Service",
     "Triage",
     "Trial",
+    "TuningEvaluation",
+    "TuningRun",
     "VerdictRow",
 ]
 
@@ -347,3 +349,64 @@ class AaSchedule(Base):
     last_experiment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class TuningRun(Base):
+    """A ``hairline tune`` run (docs/tuning.md): the tuning file as read (``spec``, JSON),
+    where it stands, and, with test and control clusters, their hosts and the A/A that
+    cleared them. The searchers are pure functions of the evaluations, so these rows are all
+    a resumed run needs."""
+
+    __tablename__ = "tuning_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    service: Mapped[str] = mapped_column(String(200), index=True)
+    team: Mapped[str] = mapped_column(String(200))
+    searcher: Mapped[str] = mapped_column(String(32))
+    spec: Mapped[str] = mapped_column(Text)
+    source_file: Mapped[str] = mapped_column(Text)
+    # running, done, failed (an error stopped it: resumable), refused (the clusters' A/A)
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    clusters: Mapped[str] = mapped_column(Text, default="")
+    aa_experiment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The process driving it and when it last said so: a second driver refuses to resume a
+    # run whose driver is alive.
+    driver: Mapped[str] = mapped_column(String(200), default="")
+    heartbeat_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class TuningEvaluation(Base):
+    """One candidate configuration of a tuning run and what its A/B found.
+
+    ``status``: proposed (written before its experiment is queued, so a crash between the two
+    loses nothing), running (its experiment is queued or running), done, infeasible (the
+    candidate failed to start or broke a constraint: never proposed again), failed (the
+    experiment failed for a reason not the candidate's). ``value`` is the searcher's
+    observation (higher is better) and ``se`` its standard error."""
+
+    __tablename__ = "tuning_evaluations"
+    __table_args__ = (UniqueConstraint("run_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("tuning_runs.id"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    batch: Mapped[int] = mapped_column(Integer)
+    config: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    experiment_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    arm: Mapped[str] = mapped_column(String(100), default="")
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    se: Mapped[float | None] = mapped_column(Float, nullable=True)
+    effect_rel: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_control: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_candidate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
