@@ -105,3 +105,37 @@ def test_bad_host_fields_are_named_with_their_line_and_fix(
     assert "experiment.toml:" in text
     for word in words:
         assert word in text, text
+
+
+PINNED = '[arms.control]\n[arms.test]\nargs = ["--x"]\n[load]\nduration_s = 2\n[hosts]\n'
+
+
+def test_pinned_arms_stay_on_their_hosts_without_naming_the_design(tmp_path: Path) -> None:
+    config = load_experiment(
+        experiment(tmp_path, PINNED + 'pin = { control = ["w2", "w4"], test = ["w3"] }')
+    )
+    assert config.hosts.pin == {"control": ["w2", "w4"], "test": ["w3"]}
+    assert config.design.name == "pinned" and config.design.schedule == "pinned"
+    # Its A/A keeps the pins: the baseline on each arm's own hosts.
+    assert config.as_aa().hosts.pin == config.hosts.pin
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('pin = { control = ["w2"], tset = ["w3"] }',
+         ["hosts.pin.tset", "no arm 'tset'", "control, test", "arms test have no hosts"]),
+        ('pin = { control = ["w2"], test = [] }', ["hosts.pin.test", "names no host"]),
+        ('pin = { control = ["w2"], test = ["w2"] }',
+         ["hosts.pin.test", "'w2' is pinned to arms control and test", "disjoint"]),
+        ('pin = { control = ["w2"], test = ["w3"] }\n[design]\nname = "fully-balanced"',
+         ["design.name", "swaps arms between hosts", "pin implies"]),
+        ('max_cov = 0.1\n[design]\nname = "pinned"', ["design.name", "needs [hosts] pin"]),
+    ],
+)  # fmt: skip
+def test_bad_pins_are_named_with_their_fix(tmp_path: Path, body: str, words: list[str]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(experiment(tmp_path, PINNED + body))
+    text = str(caught.value)
+    for word in words:
+        assert word in text, text

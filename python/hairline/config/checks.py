@@ -86,6 +86,7 @@ def check_experiment(config: ExperimentConfig, path: Path, exp: Report) -> None:
     here = path.parent
     _check_hardware_mode(config, exp)
     _check_capacity_mode(config, exp)
+    _check_pins(config, exp)
     if not (here / config.trace).is_file():
         exp(("trace",), f"{config.trace!r}: no such file", "give the path relative to this file")
     if len(config.arms) < 2:
@@ -196,6 +197,40 @@ def _check_hardware_mode(config: ExperimentConfig, exp: Report) -> None:
             exp(("arms", name, "hosts"), f"the same host class as arms.{seen[key]}",
                 "give each arm a different class: the arms are what is compared")  # fmt: skip
         seen.setdefault(key, name)
+
+
+def _check_pins(config: ExperimentConfig, exp: Report) -> None:
+    """``[hosts] pin``: every arm and only the arms, each on hosts of its own, with the
+    pinned design (set by default when pin is given); the pinned design needs pin."""
+    pin = config.hosts.pin
+    if not pin:
+        if config.design.name == "pinned":
+            exp(("design", "name"), "the pinned design needs [hosts] pin",
+                'name each arm\'s hosts, e.g. pin = { A = ["host-1"], B = ["host-2"] }, or '
+                'use "fully-balanced"')  # fmt: skip
+        return
+    arms = ", ".join(config.arms)
+    owner: dict[str, str] = {}
+    for name, hosts in pin.items():
+        if name not in config.arms:
+            exp(("hosts", "pin", name), f"no arm {name!r}", f"pin only this file's arms: {arms}")
+        if not hosts:
+            exp(("hosts", "pin", name), "names no host", "give the arm at least one host name")
+        for host in hosts:
+            if owner.setdefault(host, name) != name:
+                exp(("hosts", "pin", name),
+                    f"host {host!r} is pinned to arms {owner[host]} and {name}",
+                    "give each arm hosts of its own (disjoint clusters)")  # fmt: skip
+    missing = [name for name in config.arms if name not in pin]
+    if missing:
+        exp(("hosts", "pin"), f"arms {', '.join(missing)} have no hosts",
+            f"pin every arm ({arms}), or drop pin")  # fmt: skip
+    if config.design.mode == "hardware":
+        exp(("hosts", "pin"), "hardware mode chooses each arm's hosts by class",
+            "drop pin, or drop hardware mode")  # fmt: skip
+    elif config.design.name != "pinned":
+        exp(("design", "name"), f"{config.design.name!r} swaps arms between hosts; [hosts] "
+            "pin keeps each arm on its own", 'drop name (pin implies "pinned")')  # fmt: skip
 
 
 # What a capacity batch measures (lab/capacity.py): what decide_on may name in that mode.

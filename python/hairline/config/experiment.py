@@ -182,6 +182,18 @@ class ExperimentConfig(TomlModel):
             return {**data, "design": {**design, "decide_on": ["max_throughput_per_s"]}}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _pin_keeps_arms_on_their_hosts(cls, data: Any) -> Any:
+        """``[hosts] pin`` implies ``[design] name = "pinned"`` unless the design names
+        another (a conflict config/checks.py reports)."""
+        if not isinstance(data, dict) or not isinstance(data.get("hosts"), dict):
+            return data
+        design = data.get("design", {})
+        if not data["hosts"].get("pin") or not isinstance(design, dict) or "name" in design:
+            return data
+        return {**data, "design": {**design, "name": "pinned"}}
+
     @property
     def mode_name(self) -> Literal["efficiency", "hardware", "capacity"]:
         """What the experiment measures: ``[mode] name``, or ``[design] mode`` (older)."""

@@ -49,9 +49,13 @@ class HostClassConfig(TomlModel):
 class HostsConfig(TomlModel):
     """``[hosts]``: how nearly identical an experiment's machines must be (docs/hosts.md).
     ``max_cov``: a CPU model or kernel whose coefficient of variation in the service's
-    past A/A runs is above this is avoided; "off" never avoids."""
+    past A/A runs is above this is avoided; "off" never avoids. ``pin``: per arm, the
+    hosts (by name) it may run on, e.g. ``{ control = ["w2"], test = ["w3"] }``: an
+    autotuning run's test and control clusters (tune/clusters.py); the arms then stay on
+    their hosts (``[design] name = "pinned"``)."""
 
     max_cov: float | Literal["off"] = 0.05
+    pin: dict[str, list[str]] = Field(default_factory=dict)
 
     @field_validator("max_cov", mode="before")
     @classmethod
@@ -82,7 +86,9 @@ class DesignConfig(TomlModel):
     ``decide_on`` is settled at its threshold, or ``max_trials`` (docs/stats.md,
     "Sequential trials")."""
 
-    name: Literal["fully-balanced", "request-balanced"] = "fully-balanced"
+    # "pinned": each arm stays on its host for every batch, no swap (the host effect is
+    # then part of the difference): only with [hosts] pin, whose clusters passed an A/A.
+    name: Literal["fully-balanced", "request-balanced", "pinned"] = "fully-balanced"
     trials: int | Literal["auto"] = Field(default=7)
     max_trials: int = Field(default=15, ge=3, le=1000)
     decide_on: list[str] = Field(default_factory=lambda: ["cpu_ns_per_request"], min_length=1)

@@ -45,7 +45,14 @@ from hairline.errors import HostsUnavailable
 from hairline.hosts.counts import ClassCounts, cached_counts, class_counts, count_taken
 from hairline.hosts.factors import cov_by_fact
 from hairline.hosts.facts import probe_facts
-from hairline.hosts.quotas import count_held, held_by_region, lock_quotas, room_by_region
+from hairline.hosts.pinning import allocate_named
+from hairline.hosts.quotas import (
+    check_overall_quota,
+    count_held,
+    held_by_region,
+    lock_quotas,
+    room_by_region,
+)
 from hairline.hosts.rows import (
     LOCAL_BACKEND,
     kept_hosts,
@@ -220,7 +227,9 @@ def requirements_for(
     cov = {}
     if store is not None and limit is not None and backend != LOCAL_BACKEND:
         cov = _stored_cov(store, config.service.name)
-    return Requirements(arms=arms, max_cov=limit, cov=cov)
+    pin = config.hosts.pin
+    names = tuple(tuple(pin.get(name, ())) for name in arm_names) if pin else ()
+    return Requirements(arms=arms, max_cov=limit, cov=cov, names=names)
 
 
 def _group_facts(host: Any) -> dict[str, str]:
@@ -250,6 +259,10 @@ def allocate(
     if requirements.arms and len(requirements.arms) != count:
         raise ValueError(f"{len(requirements.arms)} arm classes for {count} hosts")
     now = clock()
+    if requirements.names:
+        named = allocate_named(store, experiment_id, team, requirements.names, now=now,
+                               lease_s=lease_s, backend=backend)  # fmt: skip
+        return Waiting(named) if isinstance(named, str) else _allocation(named)
 
     def refresh() -> None:
         with store.engine.connect() as connection:
@@ -315,12 +328,7 @@ def _allocate(
     # What is the experiment's own first; the team's quota lock is held from here on.
     kept, recorded = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
     overall, regional = lock_quotas(connection, team)
-    if overall is not None and count > overall:
-        raise HostsUnavailable(
-            f"team {team!r} may hold {overall} hosts at once; this experiment "
-            f"needs {count} (one per arm)",
-            hint=f"raise it with `hairline lab quota {team} {count}`, or run fewer arms",
-        )
+    check_overall_quota(team, overall, count)
     if len(kept) == count:
         return _allocation(_in_arm_order(kept, requirements))
     held = held_by_region(connection, team, experiment_id, now)

@@ -25,6 +25,7 @@ from sqlalchemy import (
     update,
 )
 
+from hairline.errors import HostsUnavailable
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Host, Quota, RegionQuota
 
@@ -32,6 +33,7 @@ __all__ = [
     "HELD_TTL_S",
     "UNLIMITED",
     "TeamUsage",
+    "check_overall_quota",
     "count_held",
     "held_by_region",
     "lock_quotas",
@@ -128,6 +130,16 @@ def lock_quotas(connection: Connection, team: str) -> tuple[int | None, dict[str
     overall = connection.execute(_LOCK, {"t": team}).scalar()
     regional = connection.execute(_LOCK_REGIONS, {"t": team}).all()
     return overall, {str(region): int(n) for region, n in regional}
+
+
+def check_overall_quota(team: str, overall: int | None, count: int) -> None:
+    """An experiment of ``count`` hosts never fits a team that may hold fewer at once."""
+    if overall is not None and count > overall:
+        raise HostsUnavailable(
+            f"team {team!r} may hold {overall} hosts at once; this experiment "
+            f"needs {count} (one per arm)",
+            hint=f"raise it with `hairline lab quota {team} {count}`, or run fewer arms",
+        )
 
 
 def held_by_region(

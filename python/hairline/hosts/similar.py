@@ -92,12 +92,15 @@ class Requirements:
     ``arms``: in hardware mode, per arm (in arm order), the facts its host must have
     (names from :data:`ARM_FACTS`); empty otherwise. ``cov``: the coefficient of variation
     of past A/A runs per ``(fact, value)``, e.g. ``("cpu_model", "Xeon E5-2680 v4")``;
-    ``max_cov``: above it a CPU model or kernel is avoided (None: never).
+    ``max_cov``: above it a CPU model or kernel is avoided (None: never). ``names``: per
+    arm (in arm order), the hosts it may take, by name (``[hosts] pin``: test and control
+    clusters); empty otherwise. Named hosts are taken by ``hosts/pinning.py``, not chosen.
     """
 
     arms: tuple[Mapping[str, str], ...] = ()
     max_cov: float | None = None
     cov: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    names: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         for facts in self.arms:
