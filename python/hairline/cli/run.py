@@ -169,13 +169,40 @@ def execute(
         f"in {esc(store.url)}"
     )
     shown.emit("queued", experiment=experiment_id, kind=kind, service=config.service.name)
+    take_to_end(
+        store, experiment_id, config, no_process=no_process, no_wait=no_wait, lease_s=lease_s,
+        cpus_per_host=cpus_per_host, out=out, backend=backend, wait_s=wait_s, progress=shown,
+        finish_with=finish_with, clock=clock,
+    )  # fmt: skip
+    return experiment_id
+
+
+def take_to_end(
+    store: Store,
+    experiment_id: int,
+    config: ExperimentConfig,
+    *,
+    no_process: bool,
+    no_wait: bool,
+    lease_s: float,
+    cpus_per_host: int | None,
+    out: Console,
+    backend: dict[str, Any] | None = None,
+    wait_s: float = 0.0,
+    progress: ProgressOut | None = None,
+    finish_with: str = "hairline lab process",
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Process a queued experiment here (or, with ``no_process``, follow the processors
+    that do) until it ends; exit 3 after ``wait_s`` of waiting for hosts (0: never)."""
+    shown = progress or ProgressOut(out, "text")
     patience = Patience(wait_s)
     if no_process:
         if no_wait:
             out.print(f"run `hairline status {experiment_id}` to follow it")
-            return experiment_id
+            return
         _follow(store, experiment_id, out, shown, patience, finish_with, clock)
-        return experiment_id
+        return
     display = _Display(out, config)
     options = ProcessorOptions(
         owner=new_owner("run"), lease_s=lease_s, cpus_per_host=cpus_per_host,
@@ -214,7 +241,6 @@ def execute(
                     f"queued (`hairline cancel {experiment_id}` drops it)"
                 )
             raise SystemExit(EXIT_ERROR) from None
-    return experiment_id
 
 
 def _follow(

@@ -1,0 +1,121 @@
+"""What one evaluation's A/B found, as the searcher's observation: the objective's relative
+effect in its better direction with its standard error (as Ax users feed a trial: effect and
+SE against the status quo), or why the candidate is infeasible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from scipy.stats import norm
+
+from hairline.lab.analysis import MetricAnalysis
+from hairline.lab.results import load_analysis
+from hairline.store.db import Store
+from hairline.store.models import Experiment
+from hairline.tune.config import LimitTable, TuningSpec
+
+__all__ = ["Found", "read_outcome"]
+
+
+@dataclass(frozen=True)
+class Found:
+    """``status``: done, infeasible (the candidate's fault: never proposed again) or failed
+    (the experiment's: the run stops, and a resumed run tries it again)."""
+
+    status: str
+    reason: str = ""
+    value: float | None = None
+    se: float | None = None
+    effect_rel: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    mean_control: float | None = None
+    mean_candidate: float | None = None
+
+    def columns(self) -> dict[str, float | str | None]:
+        return {
+            "reason": self.reason,
+            "value": self.value,
+            "se": self.se,
+            "effect_rel": self.effect_rel,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "mean_control": self.mean_control,
+            "mean_candidate": self.mean_candidate,
+        }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def read_outcome(store: Store, spec: TuningSpec, experiment_id: int, arm: str) -> Found:
+    """The evaluation of candidate arm ``arm`` in an ended experiment."""
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        phase = "missing" if row is None else row.phase
+        failure = "" if row is None else row.failure or ""
+        artifacts = "" if row is None else row.artifacts_dir
+    if phase != "done":
+        # The lab names the arm whose process would not start or answer ("arm c3: ...").
+        if phase == "failed" and f"arm {arm}:" in failure:
+            return Found("infeasible", reason=f"failed to start: {failure}")
+        return Found("failed", reason=f"experiment {experiment_id} ended {phase}: {failure}")
+    analysis = load_analysis(Path(artifacts))
+    results = (
+        {} if analysis is None else {r.metric: r for r in analysis.results if r.candidate == arm}
+    )
+    found = results.get(spec.metric)
+    if found is None:
+        return Found("failed", reason=f"experiment {experiment_id} has no {spec.metric} for {arm}")
+    broken = _broken_constraints(spec.constraints, results)
+    measured = _observation(spec, found, analysis.alpha if analysis else 0.05)
+    if broken:
+        return dataclasses.replace(measured, status="infeasible", reason=broken)
+    if measured.value is None:
+        return dataclasses.replace(
+            measured,
+            status="infeasible",
+            reason=f"{spec.metric} was not measured for the candidate (no finite effect)",
+        )
+    return measured
+
+
+def _observation(spec: TuningSpec, found: MetricAnalysis, alpha: float) -> Found:
+    c = found.comparison
+    effect = _finite(c.effect_rel)
+    low, high = (_finite(c.ci_rel[0]), _finite(c.ci_rel[1]))
+    se = None
+    if low is not None and high is not None:
+        # The interval is the model's at level alpha: its half-width over z is the SE.
+        se = (high - low) / (2 * float(norm.ppf(1 - alpha / 2)))
+    value = None if effect is None else (effect if spec.higher_is_better else -effect)
+    return Found(
+        status="done",
+        value=value,
+        se=se,
+        effect_rel=effect,
+        ci_low=low,
+        ci_high=high,
+        mean_control=_finite(c.mean_a),
+        mean_candidate=_finite(c.mean_b),
+    )
+
+
+def _broken_constraints(limits: dict[str, LimitTable], results: dict[str, MetricAnalysis]) -> str:
+    broken: list[str] = []
+    for metric, limit in limits.items():
+        found = results.get(metric)
+        if found is None:
+            broken.append(f"{metric} was not measured, so its constraint cannot be checked")
+            continue
+        mean = found.comparison.mean_b
+        if limit.max is not None and not mean <= limit.max:
+            broken.append(f"{metric} {mean:,.4g} is above its max {limit.max:,.4g}")
+        if limit.min is not None and not mean >= limit.min:
+            broken.append(f"{metric} {mean:,.4g} is below its min {limit.min:,.4g}")
+    return "; ".join(broken)

@@ -1,0 +1,144 @@
+"""A tuning run's result (pure): the best configuration with its effect and interval, every
+evaluation, the objective over evaluations, and the configuration as a file to deploy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from hairline.tune.runs import EvaluationRow, RunRow
+from hairline.tune.space import Configuration
+
+__all__ = ["TuningResult", "deploy_toml"]
+
+
+@dataclass(frozen=True)
+class TuningResult:
+    run: RunRow
+    evaluations: tuple[EvaluationRow, ...]
+
+    @property
+    def metric(self) -> str:
+        return str(self.run.summary.get("metric", ""))
+
+    @property
+    def higher_is_better(self) -> bool:
+        return bool(self.run.summary.get("higher_is_better", False))
+
+    @property
+    def default(self) -> Configuration:
+        default = self.run.summary.get("default", {})
+        return dict(default) if isinstance(default, dict) else {}
+
+    @property
+    def budget(self) -> int:
+        return int(self.run.summary.get("evaluations", 0))
+
+    @property
+    def done(self) -> tuple[EvaluationRow, ...]:
+        return tuple(e for e in self.evaluations if e.status == "done" and e.value is not None)
+
+    @property
+    def best(self) -> EvaluationRow | None:
+        """The evaluation with the best observed objective, if it beats the default (whose
+        value is 0 by definition); None: the default is the best known."""
+        done = self.done
+        if not done:
+            return None
+        top = max(done, key=lambda e: (e.value or 0.0, -e.position))
+        return top if (top.value or 0.0) > 0 else None
+
+    @property
+    def best_significant(self) -> bool:
+        """Whether the best's interval excludes no change (in the better direction)."""
+        best = self.best
+        if best is None or best.ci_low is None or best.ci_high is None:
+            return False
+        return best.ci_low > 0 if self.higher_is_better else best.ci_high < 0
+
+    def best_so_far(self) -> list[tuple[int, float]]:
+        """(evaluation number, best value observed up to it), 0 before any beats the
+        default; infeasible and failed evaluations carry the best along."""
+        best, out = 0.0, []
+        for e in self.evaluations:
+            if e.status == "done" and e.value is not None:
+                best = max(best, e.value)
+            out.append((e.position + 1, best))
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "run": self.run.id,
+            "name": self.run.name,
+            "service": self.run.service,
+            "searcher": self.run.searcher,
+            "state": self.run.state,
+            "reason": self.run.reason,
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "budget": self.budget,
+            "default": self.default,
+            "clusters": self.run.clusters or None,
+            "aa_experiment": self.run.aa_experiment_id,
+            "best": None
+            if best is None
+            else {
+                "evaluation": best.position + 1,
+                "config": best.config,
+                "effect_rel": best.effect_rel,
+                "ci_rel": [best.ci_low, best.ci_high],
+                "experiment": best.experiment_id,
+                "significant": self.best_significant,
+            },
+            "evaluations": [
+                {
+                    "evaluation": e.position + 1,
+                    "batch": e.batch,
+                    "config": e.config,
+                    "status": e.status,
+                    "experiment": e.experiment_id,
+                    "arm": e.arm,
+                    "value": e.value,
+                    "se": e.se,
+                    "effect_rel": e.effect_rel,
+                    "ci_rel": [e.ci_low, e.ci_high],
+                    "mean_control": e.mean_control,
+                    "mean_candidate": e.mean_candidate,
+                    "reason": e.reason,
+                }
+                for e in self.evaluations
+            ],
+        }
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def deploy_toml(result: TuningResult) -> str:
+    """The configuration to deploy, as TOML: the best one (or the default when nothing beat
+    it), with where it came from in comments."""
+    best = result.best
+    config = best.config if best is not None else result.default
+    lines = [f"# hairline tune: run {result.run.id} ({result.run.name}) of {result.run.service}"]
+    if best is None:
+        lines.append(f"# nothing beat the default configuration on {result.metric}")
+    else:
+        interval = ""
+        if best.ci_low is not None and best.ci_high is not None:
+            interval = f" [{best.ci_low:+.2%}, {best.ci_high:+.2%}]"
+        lines.append(
+            f"# evaluation {best.position + 1}, experiment {best.experiment_id}: "
+            f"{result.metric} {best.effect_rel or 0.0:+.2%}{interval} against the "
+            "default"
+        )
+    lines += ["", "[config]"]
+    lines += [f"{name} = {_toml_value(value)}" for name, value in config.items()]
+    return "\n".join(lines) + "\n"
