@@ -26,6 +26,8 @@ __all__ = [
     "Param",
     "Space",
     "Value",
+    "neighbours",
+    "sample",
 ]
 
 Value = int | float | bool | str
@@ -166,3 +168,65 @@ def _discrete_values(p: Param) -> list[Value]:
     if isinstance(p, ChoiceParam):
         return list(p.choices)
     raise ValueError(f"{p.name} is a float parameter")
+
+
+# A float's step for the hill climber: this share of its range (of its log range when log).
+FLOAT_STEP = 0.1
+# Floats after a step are rounded to this many significant digits, so that stepping up then
+# down lands on the same key instead of a value one ulp away.
+FLOAT_DIGITS = 10
+
+
+def neighbours(space: Space, config: Mapping[str, Value]) -> list[Configuration]:
+    """The configurations one step from ``config`` in one parameter, down then up, in the
+    space's parameter order: integers by 1 (log-scaled ones by a factor of 2), floats by
+    a tenth of their (log) range, booleans flipped, a choice to the previous and next one.
+    Steps that would leave the range are clipped to it; steps that change nothing are left
+    out."""
+    out: list[Configuration] = []
+    seen = {space.key(config)}
+    for p in space.params:
+        for value in _steps(p, config[p.name]):
+            moved = {**config, p.name: value}
+            if space.key(moved) not in seen:
+                seen.add(space.key(moved))
+                out.append(moved)
+    return out
+
+
+def _steps(p: Param, value: Value) -> list[Value]:
+    if isinstance(p, BoolParam):
+        return [not value]
+    if isinstance(p, ChoiceParam):
+        i = p.choices.index(value)
+        return [p.choices[j] for j in (i - 1, i + 1) if 0 <= j < len(p.choices)]
+    if isinstance(p, IntParam):
+        v = int(value)
+        if p.log:
+            down, up = max(v // 2, 1), v * 2
+        else:
+            down, up = v - 1, v + 1
+        return [min(max(s, p.low), p.high) for s in (down, up)]
+    u = _unit(p, float(value))
+    return [
+        float(f"{_from_unit(p, min(max(u + d, 0.0), 1.0)):.{FLOAT_DIGITS}g}")
+        for d in (-FLOAT_STEP, FLOAT_STEP)
+    ]
+
+
+def sample(space: Space, rng: np.random.Generator) -> Configuration:
+    """One configuration drawn uniformly: each parameter independently, log-scaled ones
+    log-uniformly (integers uniform over their rounded values)."""
+    config: Configuration = {}
+    for p in space.params:
+        if isinstance(p, BoolParam):
+            config[p.name] = bool(rng.integers(2))
+        elif isinstance(p, ChoiceParam):
+            config[p.name] = p.choices[int(rng.integers(len(p.choices)))]
+        elif isinstance(p, IntParam) and not p.log:
+            config[p.name] = int(rng.integers(p.low, p.high + 1))
+        elif isinstance(p, IntParam):
+            config[p.name] = int(min(max(round(_from_unit(p, rng.random())), p.low), p.high))
+        else:
+            config[p.name] = float(_from_unit(p, rng.random()))
+    return config
