@@ -16,6 +16,7 @@ pub mod replay;
 pub mod request_log;
 pub mod sample_cache;
 pub mod sample_cost;
+pub mod sample_log;
 pub mod sample_metrics;
 pub mod sample_service;
 pub mod sample_trace;

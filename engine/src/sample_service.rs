@@ -31,6 +31,7 @@ use crate::http::{parse_request_head, BodyFraming, RequestHead};
 use crate::recv_stamp;
 use crate::sample_cache::{parse_cache_address, tighten_timer_slack, CacheClient};
 use crate::sample_cost::{self, Endpoint};
+use crate::sample_log::{LogCodec, RequestLog, MAX_LOG_BATCH};
 use crate::sample_metrics::{Metrics, Route, Status};
 
 pub use crate::sample_trace::{run_trace, SampleTraceArgs, SampleTraceError};
@@ -94,6 +95,15 @@ pub struct SampleServiceArgs {
     /// is answered 503.
     #[arg(long, value_name = "HOST:PORT")]
     pub cache: Option<String>,
+    /// A tunable knob: each worker logs its requests in a sorted buffer flushed every N
+    /// requests (fixed cost per flush, a cost per buffered entry per request: CPU per request
+    /// has an interior optimum in N). Absent: no log, no cost.
+    #[arg(long, value_name = "N")]
+    pub log_batch: Option<u32>,
+    /// The log's codec (needs `--log-batch`): a stronger one costs more per flush and less
+    /// per entry, moving the best `--log-batch` up [default: none].
+    #[arg(long, value_enum)]
+    pub log_codec: Option<LogCodec>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +140,7 @@ struct Settings {
     retained_per_worker: usize,
     work: WorkKind,
     cache: Option<SocketAddr>,
+    log: Option<(u32, LogCodec)>,
 }
 
 /// The flags `validate` checks and turns into values.
@@ -137,6 +148,7 @@ struct Checked {
     addr: SocketAddr,
     threads: usize,
     cache: Option<SocketAddr>,
+    log: Option<(u32, LogCodec)>,
 }
 
 fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
@@ -194,10 +206,31 @@ fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
             )
         }
     };
+    let log = match (args.log_batch, args.log_codec) {
+        (None, None) => None,
+        (None, Some(codec)) => {
+            return Err(SampleServiceError::BadFlag {
+                flag: "log-codec",
+                value: format!("{codec:?}").to_lowercase(),
+                hint: "the codec is the request log's: pass --log-batch N too",
+            })
+        }
+        (Some(n), codec) if (1..=MAX_LOG_BATCH).contains(&n) => {
+            Some((n, codec.unwrap_or(LogCodec::None)))
+        }
+        (Some(n), _) => {
+            return Err(SampleServiceError::BadFlag {
+                flag: "log-batch",
+                value: n.to_string(),
+                hint: "write a number of requests per flush from 1 to 65536, or leave it out",
+            })
+        }
+    };
     Ok(Checked {
         addr: SocketAddr::new(ip, args.port),
         threads,
         cache,
+        log,
     })
 }
 
@@ -231,6 +264,7 @@ struct WorkerState {
     /// `--regress-mem` buffers kept resident, oldest first.
     retained: VecDeque<Vec<u8>>,
     cache: Option<CacheClient>,
+    log: Option<RequestLog>,
 }
 
 struct Shared {
@@ -345,6 +379,18 @@ impl WorkerState {
                     units.saturating_mul(SLEEP_NS_PER_UNIT),
                 ));
                 sample_cost::mix64(user ^ units)
+            }
+        };
+        let checksum = match &mut self.log {
+            None => checksum,
+            Some(log) => {
+                let (folded, steps) = log.append(user ^ units, settings.work == WorkKind::Cpu);
+                if settings.work == WorkKind::Sleep {
+                    thread::sleep(Duration::from_nanos(
+                        steps.saturating_mul(SLEEP_NS_PER_UNIT) / sample_cost::STEPS_PER_UNIT,
+                    ));
+                }
+                checksum ^ folded
             }
         };
 
@@ -559,10 +605,15 @@ fn worker_loop(
         tighten_timer_slack();
     }
     let cache = shared.settings.cache.map(CacheClient::new);
+    let log = shared
+        .settings
+        .log
+        .map(|(batch, codec)| RequestLog::new(batch, codec));
     let mut state = WorkerState {
         shared,
         retained: VecDeque::new(),
         cache,
+        log,
     };
     while !shutdown.load(Ordering::Relaxed) {
         if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
@@ -710,6 +761,7 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         addr,
         threads,
         cache,
+        log,
     } = validate(&args)?;
     // Without --regress-mem nothing is retained (checked_div yields None for 0 bytes).
     let retained_per_worker = (MAX_RETAINED_BYTES / threads as u64)
@@ -723,6 +775,7 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         retained_per_worker,
         work: args.work,
         cache,
+        log,
     };
 
     let (listener, local, shutdown) = listen(addr)?;
@@ -816,6 +869,8 @@ mod tests {
                 extra_reads: 0,
                 work: WorkKind::Cpu,
                 cache: None,
+                log_batch: None,
+                log_codec: None,
             };
             f(&mut a);
             validate(&a)
@@ -830,6 +885,14 @@ mod tests {
         assert!(args(|a| a.regress_mem = 1 << 40).contains("--regress-mem"));
         assert!(args(|a| a.extra_reads = 1 << 40).contains("--extra-reads"));
         assert!(args(|a| a.cache = Some("notaport".into())).contains("--cache notaport"));
+        assert!(args(|a| a.log_batch = Some(0)).contains("--log-batch 0"));
+        assert!(args(|a| a.log_batch = Some(1 << 20)).contains("--log-batch"));
+        assert!(args(|a| a.log_codec = Some(LogCodec::Small)).contains("--log-codec small"));
+        assert!(args(|a| {
+            a.log_batch = Some(4096);
+            a.log_codec = Some(LogCodec::Fast);
+        })
+        .is_empty());
         assert!(args(|_| ()).is_empty());
     }
 }
