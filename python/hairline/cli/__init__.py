@@ -4,7 +4,7 @@ Each module here turns one family of subcommands' options into typed values and 
 the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (status,
 report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``schedule`` (lab
 schedule ...), ``agent`` (agent start/stop), ``traffic`` (trace ...), ``record``,
-``kraken``, ``serve``, ``ci`` (ci comment), ``web`` (token, service, gate), ``bisect``.
+``kraken``, ``serve``, ``ci`` (ci comment), ``web`` (token, service, gate), ``bisect``, ``tune`` (tune, tuning list/show).
 """
 
 from hairline.cli import (  # noqa: F401  (each module registers its commands)
@@ -21,6 +21,7 @@ from hairline.cli import (  # noqa: F401  (each module registers its commands)
     schedule,
     serve,
     traffic,
+    tune,
     web,
 )
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, EXIT_WAITING, main

@@ -158,8 +158,8 @@ def tune_command(
     store = open_store(db_url, home=home)
     queued: dict[int, ExperimentConfig] = {}
 
-    def queue(config: ExperimentConfig) -> int:
-        experiment_id = enqueue(store, config, kind="ab", origin="tune")
+    def queue(config: ExperimentConfig, kind: str) -> int:
+        experiment_id = enqueue(store, config, kind=kind, origin="tune")
         queued[experiment_id] = config
         return experiment_id
 
@@ -185,7 +185,7 @@ def tune_command(
         run_id = run_tuning(
             store,
             spec,
-            Lab(enqueue=queue, finish=finish, on_event=progress),
+            Lab(enqueue=queue, finish=finish, on_event=progress, backend=backend),
             run_id=resume_id,
             folder=store.home / "tuning",
         )
@@ -193,6 +193,8 @@ def tune_command(
     finally:
         store.close()
     _emit([result], out, json_path, markdown_path, html_path)
+    if result.run.state == "refused":
+        sys.exit(EXIT_ERROR)
     if output_dir is not None:
         _write_output(result, spec, output_dir, out)
 

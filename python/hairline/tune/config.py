@@ -292,7 +292,8 @@ def load_tuning_file(path: Path) -> TuningSpec:
     higher = _objective(parsed.objective, experiment, report)
     for metric in parsed.constraints:
         _known_metric(metric, experiment, ("constraints", metric), report)
-    evaluations = _budget(parsed.search, space, report)
+    whole = len(space.params) == len(parsed.params)  # a bad parameter leaves the size unknown
+    evaluations = _budget(parsed.search, space if whole else Space(()), report)
     _check_searcher(parsed.search, space, report)
     if parsed.clusters is not None and parsed.search.shared_control:
         report(

@@ -18,11 +18,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import select
+
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.store.db import Store
+from hairline.store.models import Experiment, VerdictRow
 from hairline.tune import runs
-from hairline.tune.apply import batch_experiments, candidate_arm_name
+from hairline.tune.apply import CONTROL_ARM, batch_experiments, candidate_arm_name
+from hairline.tune.clusters import Clusters, aa_between, choose_clusters, pinned
 from hairline.tune.config import TuningSpec
 from hairline.tune.outcome import read_outcome
 from hairline.tune.runs import EvaluationRow
@@ -37,15 +41,15 @@ _BEAT_S = 5.0
 
 @dataclass(frozen=True)
 class Lab:
-    """How the loop reaches the lab: ``enqueue`` queues an experiment (its id), ``finish``
-    takes one to its end (processing it here, or waiting for the processors), ``prepare``
-    may rewrite an experiment before it is queued (test and control clusters pin its
-    hosts), ``on_event`` gets progress lines."""
+    """How the loop reaches the lab: ``enqueue`` queues an experiment of a kind ("ab",
+    "aa") and gives its id, ``finish`` takes one to its end (processing it here, or waiting
+    for the processors), ``on_event`` gets progress lines; ``backend`` is the hosts'
+    (test and control clusters need "ray")."""
 
-    enqueue: Callable[[ExperimentConfig], int]
+    enqueue: Callable[[ExperimentConfig, str], int]
     finish: Callable[[int], None]
     on_event: Callable[[str], None] = lambda line: None
-    prepare: Callable[[ExperimentConfig, int], ExperimentConfig] = lambda config, slot: config
+    backend: str = "local"
 
 
 class TuningStopped(HairlineError):
@@ -112,30 +116,121 @@ def run_tuning(
         )
     else:
         runs.take_over(store, run_id, spec, clock=clock)
+        _reopen_interrupted(store, spec, run_id, clock)
         done = sum(r.status in ("done", "infeasible") for r in runs.evaluations(store, run_id))
         lab.on_event(f"resuming tuning run {run_id}: {done} of {spec.evaluations} evaluated")
     with _heartbeat(store, run_id, clock):
         try:
-            _drive(store, spec, lab, run_id, folder / f"tune-{run_id}", clock)
+            clusters = _clusters(store, spec, lab, run_id, folder / f"tune-{run_id}", clock)
+            if clusters is None and spec.clusters is not None:
+                return run_id
+            _drive(store, spec, lab, run_id, folder / f"tune-{run_id}", clusters, clock)
         except TuningStopped as err:
             runs.set_state(store, run_id, "failed", err.message, clock=clock)
             raise
         except BaseException as err:
-            reason = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
+            stopped = isinstance(err, KeyboardInterrupt | SystemExit)
+            reason = "interrupted" if stopped else f"{type(err).__name__}: {err}"
             runs.set_state(store, run_id, "failed", reason, clock=clock)
             raise
     runs.set_state(store, run_id, "done", clock=clock)
     return run_id
 
 
-def _drive(
+def _reopen_interrupted(store: Store, spec: TuningSpec, run_id: int, clock: Clock) -> None:
+    """Evaluations whose experiment ended failed or cancelled while no driver watched (the
+    last one was interrupted) are queued again, unless the candidate was at fault."""
+    for row in runs.evaluations(store, run_id):
+        if row.status != "running" or row.experiment_id is None:
+            continue
+        if standing_phase(store, row.experiment_id) in ("failed", "cancelled"):
+            found = read_outcome(store, spec, row.experiment_id, row.arm)
+            runs.record(store, run_id, row.position, found.status, clock=clock,
+                        **found.columns())  # fmt: skip
+
+
+def _clusters(
     store: Store, spec: TuningSpec, lab: Lab, run_id: int, folder: Path, clock: Clock
+) -> Clusters | None:
+    """The run's test and control clusters (HHVM section 5.1), chosen and cleared by an A/A
+    between them once; None without ``[clusters]``, or when that A/A flagged a difference
+    (the run is then refused)."""
+    if spec.clusters is None:
+        return None
+    run = runs.load_run(store, run_id)
+    if run.clusters:
+        return Clusters(
+            tuple(run.clusters["test"]),
+            tuple(run.clusters["control"]),
+            dict(run.clusters.get("distances", {})),
+        )
+    clusters = choose_clusters(
+        store, spec.experiment.service.name, spec.clusters.size, seed=spec.seed,
+        backend=lab.backend,
+    )  # fmt: skip
+    lab.on_event(
+        f"clusters: test {', '.join(clusters.test)}; control {', '.join(clusters.control)}; "
+        "an A/A between them first"
+    )
+    both_default, _ = batch_experiments(spec, [(0, spec.default)], folder / "aa")[0]
+    aa = aa_between(both_default, clusters, control_arm=CONTROL_ARM, test_arm=candidate_arm_name(0))
+    aa_id = lab.enqueue(aa, "aa")
+    lab.finish(aa_id)
+    flagged = _aa_flags(store, aa_id)
+    chosen = {
+        "test": list(clusters.test),
+        "control": list(clusters.control),
+        "distances": clusters.distances,
+    }
+    if flagged:
+        reason = (
+            f"the A/A between the clusters (experiment {aa_id}) found {flagged}: tuning on "
+            "them would measure the hosts, not the configurations"
+        )
+        runs.set_state(
+            store, run_id, "refused", reason, clusters=chosen, aa_experiment_id=aa_id, clock=clock
+        )
+        lab.on_event(f"refused: {reason}")
+        return None
+    runs.set_state(store, run_id, "running", clusters=chosen, aa_experiment_id=aa_id, clock=clock)
+    lab.on_event(f"clusters cleared by A/A experiment {aa_id}")
+    return clusters
+
+
+def standing_phase(store: Store, experiment_id: int) -> str:
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        return "missing" if row is None else row.phase
+
+
+def _aa_flags(store: Store, experiment_id: int) -> str:
+    """What an ended A/A flagged ("" when nothing), or why it cannot clear the clusters."""
+    with store.transaction() as session:
+        row = session.get(Experiment, experiment_id)
+        if row is None or row.phase != "done":
+            phase = "missing" if row is None else f"{row.phase}: {row.failure or ''}"
+            return f"no verdict (it ended {phase})"
+        verdicts = session.scalars(
+            select(VerdictRow).where(VerdictRow.experiment_id == experiment_id)
+        ).all()
+        flagged = [v for v in verdicts if v.label in ("regression", "improvement")]
+        return ", ".join(f"{v.metric} {v.label}" for v in flagged)
+
+
+def _drive(
+    store: Store,
+    spec: TuningSpec,
+    lab: Lab,
+    run_id: int,
+    folder: Path,
+    clusters: Clusters | None,
+    clock: Clock,
 ) -> None:
     while True:
         rows = runs.evaluations(store, run_id)
         open_rows = [r for r in rows if r.status in ("proposed", "running", "failed")]
         if open_rows:
-            _evaluate(store, spec, lab, run_id, open_rows, folder, clock)
+            _evaluate(store, spec, lab, run_id, open_rows, folder, clusters, clock)
             continue
         spent = sum(r.status in ("done", "infeasible") for r in rows)
         if spent >= spec.evaluations:
@@ -172,6 +267,7 @@ def _evaluate(
     run_id: int,
     rows: Sequence[EvaluationRow],
     folder: Path,
+    clusters: Clusters | None,
     clock: Clock,
 ) -> None:
     """Queue what is proposed (or failed before: tried again), then take every queued
@@ -180,9 +276,11 @@ def _evaluate(
     if fresh:
         candidates = [(r.position, r.config) for r in fresh]
         for slot, (config, positions) in enumerate(batch_experiments(spec, candidates, folder)):
-            prepared = lab.prepare(config, slot)
-            experiment_id = lab.enqueue(prepared)
             arms = [candidate_arm_name(p) for p in positions]
+            if clusters is not None:  # candidate i of the batch on pair i (in parallel)
+                config = pinned(config, clusters, control_arm=CONTROL_ARM, test_arm=arms[0],
+                                pair=slot % len(clusters.pairs))  # fmt: skip
+            experiment_id = lab.enqueue(config, "ab")
             runs.set_experiment(store, run_id, positions, experiment_id, arms)
             lab.on_event(
                 f"experiment {experiment_id} queued for evaluation "
