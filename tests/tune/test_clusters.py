@@ -7,15 +7,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from hairline.config import ExperimentConfig, load_experiment
 from hairline.errors import ConfigError, HostsUnavailable
 from hairline.hosts.facts import HostFacts
-from hairline.hosts.inventory import Allocation, Waiting, allocate, requirements_for
 from hairline.hosts.registry import register_host
 from hairline.store.db import Store
-from hairline.store.models import Experiment, Service
 from hairline.tune.clusters import Clusters, aa_between, choose_clusters, pinned
 
 FACTS = HostFacts(
@@ -100,41 +97,3 @@ def test_the_aa_between_the_clusters_runs_the_default_on_both() -> None:
     aa = aa_between(config(), CLUSTERS)
     assert aa.arms["test"].args == aa.arms["control"].args == config().arms["control"].args
     assert aa.hosts.pin == {"control": ["h0", "h3"], "test": ["h1", "h2"]}
-
-
-def experiment(store: Store) -> int:
-    with store.transaction() as session:
-        service = session.scalar(select(Service).where(Service.name == "svc"))
-        if service is None:
-            service = Service(name="svc", created_at=0.0)
-            session.add(service)
-            session.flush()
-        row = Experiment(
-            service_id=service.id, kind="ab", team="t", phase="allocating", spec="{}",
-            source_file="x", artifacts_dir="x", created_at=0.0, updated_at=0.0,
-        )  # fmt: skip
-        session.add(row)
-        session.flush()
-        return row.id
-
-
-def test_pinned_experiments_are_given_their_clusters_hosts_until_none_is_free(
-    store: Store,
-) -> None:
-    fleet(store)
-    clusters = choose_clusters(store, "svc", 2, seed=1)
-    exp = pinned(config(), clusters, control_arm="control", test_arm="test")
-    wants = requirements_for(exp, ["control", "test"], store=store, backend="ray")
-    got = []
-    for _ in range(2):
-        one = allocate(store, experiment(store), "t", 2, lease_s=60, backend="ray",
-                       requirements=wants)  # fmt: skip
-        assert isinstance(one, Allocation)
-        got.append(one.names)
-    # Arm order: the control arm on a control host, the test arm on a test host; two
-    # experiments at once take both pairs' hosts.
-    assert sorted(c for c, _ in got) == sorted(clusters.control)
-    assert sorted(t for _, t in got) == sorted(clusters.test)
-    third = allocate(store, experiment(store), "t", 2, lease_s=60, backend="ray",
-                     requirements=wants)  # fmt: skip
-    assert isinstance(third, Waiting) and "held by experiment" in third.reason
