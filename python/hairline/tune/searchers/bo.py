@@ -17,7 +17,9 @@ evaluations for the few infeasible points a tuning run meets.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 from scipy.stats import qmc
@@ -28,6 +30,9 @@ from hairline.tune.searchers.gp import FloatArray, Posterior, fit, noisy_expecte
 from hairline.tune.space import Configuration, Space, neighbours
 
 __all__ = ["best_bo", "default_initial", "propose_bo"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 MAX_ENUMERATED = 4096
 SOBOL_CANDIDATES_LOG2 = 9
@@ -43,23 +48,20 @@ def default_initial(space: Space) -> int:
     return 2 * len(space.params) + 1
 
 
+def _one_thread(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` with BLAS on one thread: the GP's matrices have tens of rows, and threads only
+    contend (10 times slower on a busy 2-core machine)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with threadpool_limits(1):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_one_thread
 def propose_bo(
-    space: Space,
-    history: Sequence[Told],
-    n: int,
-    pending: Sequence[Configuration],
-    seed: int,
-    *,
-    initial: int,
-    samples: int,
-) -> list[Configuration]:
-    # The GP's matrices are tens of rows: BLAS threads only contend (10 times slower on a
-    # busy 2-core machine).
-    with threadpool_limits(1):
-        return _propose(space, history, n, pending, seed, initial=initial, samples=samples)
-
-
-def _propose(
     space: Space,
     history: Sequence[Told],
     n: int,
@@ -98,14 +100,14 @@ def _propose(
     return out
 
 
+@_one_thread
 def best_bo(space: Space, history: Sequence[Told], seed: int) -> Configuration | None:
     """The told configuration with the highest posterior mean (the GP's answer, less swayed
     by one lucky A/B than the best observed value); None when none is feasible."""
     feasible = [t for t in history if t.observation.value is not None]
     if len(feasible) < 2:
         return feasible[0].config if feasible else None
-    with threadpool_limits(1):
-        post = _fitted(space, feasible, seed)
+    post = _fitted(space, feasible, seed)
     means = post.mean(np.array([space.encode(t.config) for t in feasible]))
     return feasible[int(np.argmax(means))].config
 
