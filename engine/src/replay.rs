@@ -1122,6 +1122,7 @@ impl<'p> Engine<'p> {
                     "errors": s.iv_errors,
                     "sent": s.iv_sent,
                     "achieved_rate_per_s": if length_s > 0.0 { s.iv_sent as f64 / length_s } else { 0.0 },
+                    "mean_us": p.mean,
                     "p50_us": p.p50,
                     "p99_us": p.p99,
                     "p999_us": p.p999,

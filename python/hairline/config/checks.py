@@ -266,10 +266,38 @@ def _check_capacity_mode(config: ExperimentConfig, exp: Report) -> None:
             f"{mode.probe_s:g} s is longer than [load] duration_s ({config.load.duration_s:g} s)",
             "short probes find the knee and the full duration confirms it: make probe_s "
             "shorter than duration_s (1 s against 10 s, say)")  # fmt: skip
+    _check_pid_search(config, exp)
     for metric in config.design.decide_on:
         if metric not in CAPACITY_METRICS:
             exp(("design", "decide_on"), f"{metric!r} is not measured in capacity mode",
                 f"use {', '.join(CAPACITY_METRICS)}, or drop decide_on")  # fmt: skip
+
+
+def _check_pid_search(config: ExperimentConfig, exp: Report) -> None:
+    """``search = "pid"``'s target: the p99 against the SLO, or the mean against
+    ``target_latency_ms``; the probe search's own settings are not the PID's."""
+    mode = config.mode
+    if mode.search != "pid":
+        for field in ("target", "target_latency_ms"):
+            if field in mode.model_fields_set:
+                exp(("mode", field), f"{field} is a setting of the PID search",
+                    'set [mode] search = "pid", or drop it')  # fmt: skip
+        return
+    if "probe_s" in mode.model_fields_set:
+        exp(("mode", "probe_s"), "the PID search runs no probes",
+            'drop probe_s, or use search = "probe"')  # fmt: skip
+    if mode.target == "mean" and mode.target_latency_ms is None:
+        exp(("mode", "target_latency_ms"), 'target = "mean" needs the mean latency to meet',
+            "add target_latency_ms = 5 (milliseconds) to [mode]")  # fmt: skip
+    if mode.target == "p99" and mode.target_latency_ms is not None:
+        exp(("mode", "target_latency_ms"), 'with target = "p99" the target is slo_p99_ms',
+            'drop target_latency_ms, or set target = "mean"')  # fmt: skip
+    mean_ms, slo_ms = mode.target_latency_ms, mode.slo_p99_ms
+    if mode.target == "mean" and mean_ms and slo_ms and mean_ms >= slo_ms:
+        exp(("mode", "target_latency_ms"),
+            f"{mean_ms:g} ms is not below slo_p99_ms ({slo_ms:g} ms)",
+            "a mean at or above the p99's limit breaks the SLO at the rate it finds: "
+            "lower target_latency_ms")  # fmt: skip
 
 
 def _template_fields(template: str) -> list[tuple[str, str]]:

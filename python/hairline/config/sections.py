@@ -131,6 +131,9 @@ CAPACITY_FIELDS = (
     "tolerance",
     "start_rate_per_s",
     "max_rate_per_s",
+    "search",
+    "target",
+    "target_latency_ms",
 )
 
 
@@ -140,7 +143,10 @@ class ModeConfig(TomlModel):
     (also ``[design] mode = "hardware"``); "capacity": the highest rate each arm sustains
     under the SLO (``slo_p99_ms``, ``max_error_rate``, optionally
     ``max_cpu_utilization``), found by short probes of ``probe_s`` and confirmed at
-    ``[load] duration_s``, to ``tolerance``."""
+    ``[load] duration_s``, to ``tolerance``. ``search = "pid"`` finds it instead with a
+    PID controller (capacity/pid.py) that drives the rate to where the p99 meets
+    ``slo_p99_ms`` (``target = "p99"``) or the mean meets ``target_latency_ms``
+    (``target = "mean"``), then holds it for ``[load] duration_s``."""
 
     name: Literal["efficiency", "hardware", "capacity"] = "efficiency"
     slo_p99_ms: float | None = Field(default=None, gt=0)
@@ -151,6 +157,9 @@ class ModeConfig(TomlModel):
     tolerance: float = Field(default=0.02, gt=0, lt=0.5)
     start_rate_per_s: float | None = Field(default=None, gt=0)
     max_rate_per_s: float | None = Field(default=None, gt=0)
+    search: Literal["probe", "pid"] = "probe"
+    target: Literal["p99", "mean"] = "p99"
+    target_latency_ms: float | None = Field(default=None, gt=0)
 
 
 class AnalysisConfig(TomlModel):

@@ -94,6 +94,7 @@ class IntervalTarget:
     # Defaults so that an older engine's lines still parse.
     p999_us: float = math.nan
     max_us: float = math.nan
+    mean_us: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ class IntervalStats:
                     p99_us=nan_if_none(t.get("p99_us")),
                     p999_us=nan_if_none(t.get("p999_us")),
                     max_us=nan_if_none(t.get("max_us")),
+                    mean_us=nan_if_none(t.get("mean_us")),
                 )
                 for name, t in data["targets"].items()
             },

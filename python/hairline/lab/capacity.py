@@ -48,8 +48,10 @@ __all__ = [
     "CONNECTIONS",
     "CapacityBatch",
     "ControlledProber",
+    "Drive",
     "capacity_settings",
     "probe_of",
+    "probe_search",
 ]
 
 CAPACITY_SUFFIX = ".capacity.json"
@@ -189,11 +191,29 @@ def probe_of(
     )
 
 
+# How one arm's running ``--control`` load becomes its outcome: the probe search (the
+# default) or another (lab/capacity_pid.py); with the arm's CPU reader and CPU count.
+Drive = Callable[
+    [engine.ControlledLoad, SearchSettings, Callable[[], int] | None, int], SearchOutcome
+]
+
+
+def probe_search(
+    load: engine.ControlledLoad,
+    settings: SearchSettings,
+    cpu_ns: Callable[[], int] | None,
+    cpus: int,
+) -> SearchOutcome:
+    """The probe search (capacity/search.py) over one arm's running load."""
+    return search_capacity(ControlledProber(load, settings, cpu_ns=cpu_ns, cpus=cpus), settings)
+
+
 class CapacityBatch:
     """The lab's ``RunPlan.measure`` in capacity mode: the search for every arm at once."""
 
-    def __init__(self, settings: SearchSettings) -> None:
+    def __init__(self, settings: SearchSettings, *, drive: Drive = probe_search) -> None:
         self.settings = settings
+        self._drive = drive
 
     def __call__(
         self,
@@ -259,8 +279,7 @@ class CapacityBatch:
             spin_us=plan.engine_spin_us,
         )
         with engine.ControlledLoad(load_plan) as load:
-            prober = ControlledProber(load, self.settings, cpu_ns=arm.cpu_ns, cpus=cpus)
-            return search_capacity(prober, self.settings)
+            return self._drive(load, self.settings, arm.cpu_ns, cpus)
 
 
 def _curve(outcome: SearchOutcome, settings: SearchSettings) -> dict[str, Any]:

@@ -33,7 +33,8 @@ from hairline.config import start_command
 from hairline.errors import HairlineError
 from hairline.hosts.inventory import Allocation, ensure_local_hosts
 from hairline.lab.calibrate import calibrate
-from hairline.lab.capacity import CapacityBatch, capacity_settings
+from hairline.lab.capacity import capacity_settings
+from hairline.lab.capacity_pid import capacity_batch
 from hairline.lab.context import Context
 from hairline.lab.queue import transition
 from hairline.lab.remote import (
@@ -170,7 +171,7 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
     measure = None
     if config.mode_name == "capacity":
         settings = capacity_settings(config)
-        measure, rate = CapacityBatch(settings), settings.start_rate_per_s
+        measure, rate = capacity_batch(config), settings.start_rate_per_s
     return RunPlan(
         arms=tuple(arm_def(n) for n in ctx.arm_names),
         hosts=allocation.cpus,
