@@ -170,3 +170,19 @@ def test_a_grid_budget_defaults_to_the_whole_space(folder: Path) -> None:
     text = text.replace("high = 4096", "high = 4").replace("default = 64", "default = 2")
     spec = load_tuning_file(write(folder, text))
     assert spec.evaluations == 4 * 2 * 2 - 1
+
+
+def test_an_int_parameter_may_list_the_values_worth_trying(folder: Path) -> None:
+    text = GOOD.replace("low = 1\nhigh = 4096", "values = [16, 64, 256, 1024]")
+    spec = load_tuning_file(write(folder, text))
+    [batch] = [p for p in spec.space.params if p.name == "batch"]
+    assert batch == IntParam("batch", 16, 1024, log=True, levels=(16, 64, 256, 1024))
+    # The searchers' unit cube maps back onto the listed values only.
+    assert {
+        spec.space.decode(spec.space.encode({**spec.default, "batch": v}) * 0.97)["batch"]
+        for v in (16, 64, 256, 1024)
+    } <= {16, 64, 256, 1024}
+    unlisted = GOOD.replace("low = 1\nhigh = 4096", "values = [16, 64]").replace(
+        "default = 64", "default = 32"
+    )
+    assert "params.batch.default: 32 is not one of the values" in problems(folder, unlisted)

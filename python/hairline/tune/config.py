@@ -58,6 +58,8 @@ class ParamTable(TomlModel):
     high: float | None = None
     log: bool = False
     choices: list[str | int | float | bool] | None = None
+    # int only: the values worth trying, ascending (e.g. powers of 2), instead of low..high
+    values: list[int] | None = None
     default: str | int | float | bool
 
 
@@ -188,8 +190,36 @@ def _param(name: str, table: ParamTable, report: Any) -> Param | None:
     return _ranged(name, table, report)
 
 
+def _levels(name: str, table: ParamTable, report: Any) -> IntParam | None:
+    loc = ("params", name)
+    levels = table.values or []
+    if table.type != "int":
+        report((*loc, "values"), "values are for int parameters",
+               'use type = "int", or choices = [...] for a choice')  # fmt: skip
+        return None
+    if table.low is not None or table.high is not None:
+        report((*loc, "values"), "values and low/high both given",
+               "give either values = [...] or low and high")  # fmt: skip
+        return None
+    if len(levels) < 2 or levels != sorted(set(levels)):
+        report((*loc, "values"), f"{levels} is not two or more ascending whole numbers",
+               "write e.g. values = [16, 32, 64, 128]")  # fmt: skip
+        return None
+    if table.log and levels[0] <= 0:
+        report((*loc, "values"), "a log-scaled parameter's values must be above 0",
+               "drop the values at or below 0 (or log = true)")  # fmt: skip
+        return None
+    if isinstance(table.default, bool) or table.default not in levels:
+        report((*loc, "default"), f"{table.default!r} is not one of the values",
+               f"use one of {', '.join(map(str, levels))}")  # fmt: skip
+        return None
+    return IntParam(name, levels[0], levels[-1], log=table.log, levels=tuple(levels))
+
+
 def _ranged(name: str, table: ParamTable, report: Any) -> IntParam | FloatParam | None:
     loc = ("params", name)
+    if table.values is not None:
+        return _levels(name, table, report)
     missing = [f for f in ("low", "high") if getattr(table, f) is None]
     for field in missing:
         report((*loc, field), "missing", f"add {field} = ... (the range is inclusive)")

@@ -173,10 +173,22 @@ def _clusters(
         "an A/A between them first"
     )
     both_default, _ = batch_experiments(spec, [(0, spec.default)], folder / "aa")[0]
-    aa = aa_between(both_default, clusters, control_arm=CONTROL_ARM, test_arm=candidate_arm_name(0))
-    aa_id = lab.enqueue(aa, "aa")
-    lab.finish(aa_id)
-    flagged = _aa_flags(store, aa_id)
+    # One A/A per pair (in parallel where processors allow): a bad pair would bias every
+    # candidate that lands on it.
+    aa_ids = [
+        lab.enqueue(
+            aa_between(both_default, clusters, control_arm=CONTROL_ARM,
+                       test_arm=candidate_arm_name(0), pair=pair),
+            "aa",
+        )
+        for pair in range(len(clusters.pairs))
+    ]  # fmt: skip
+    for aa_id in aa_ids:
+        lab.finish(aa_id)
+    flagged = "; ".join(
+        f"experiment {aa_id}: {found}" for aa_id in aa_ids if (found := _aa_flags(store, aa_id))
+    )
+    aa_id = aa_ids[0]
     chosen = {
         "test": list(clusters.test),
         "control": list(clusters.control),
@@ -184,8 +196,8 @@ def _clusters(
     }
     if flagged:
         reason = (
-            f"the A/A between the clusters (experiment {aa_id}) found {flagged}: tuning on "
-            "them would measure the hosts, not the configurations"
+            f"the A/A between the clusters found {flagged}: tuning on them would measure the "
+            "hosts, not the configurations"
         )
         runs.set_state(
             store, run_id, "refused", reason, clusters=chosen, aa_experiment_id=aa_id, clock=clock
@@ -193,7 +205,7 @@ def _clusters(
         lab.on_event(f"refused: {reason}")
         return None
     runs.set_state(store, run_id, "running", clusters=chosen, aa_experiment_id=aa_id, clock=clock)
-    lab.on_event(f"clusters cleared by A/A experiment {aa_id}")
+    lab.on_event(f"clusters cleared by A/A experiments {', '.join(map(str, aa_ids))}")
     return clusters
 
 

@@ -61,9 +61,13 @@ def read_outcome(store: Store, spec: TuningSpec, experiment_id: int, arm: str) -
         failure = "" if row is None else row.failure or ""
         artifacts = "" if row is None else row.artifacts_dir
     if phase != "done":
-        # The lab names the arm whose process would not start or answer ("arm c3: ...").
+        # The lab names the arm whose process would not start or answer ("arm c3: ..."),
+        # and the target that fell furthest behind the load ("(worst: c3)"): a
+        # configuration that cannot carry the control's load is infeasible, not an error.
         if phase == "failed" and f"arm {arm}:" in failure:
             return Found("infeasible", reason=f"failed to start: {failure}")
+        if phase == "failed" and f"(worst: {arm})" in failure:
+            return Found("infeasible", reason=f"could not carry the load: {failure}")
         return Found("failed", reason=f"experiment {experiment_id} ended {phase}: {failure}")
     analysis = load_analysis(Path(artifacts))
     results = (

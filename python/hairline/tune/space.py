@@ -44,9 +44,19 @@ class IntParam:
     low: int
     high: int
     log: bool = False
+    # The only values allowed, ascending (e.g. powers of 2), when not every whole number of
+    # the range is worth a try; low and high are then its ends.
+    levels: tuple[int, ...] = ()
 
     def values(self) -> list[int]:
-        return list(range(self.low, self.high + 1))
+        return list(self.levels) if self.levels else list(range(self.low, self.high + 1))
+
+    def nearest(self, value: float) -> int:
+        """The allowed value nearest ``value`` on the parameter's (log) scale."""
+        if not self.levels:
+            return int(min(max(round(value), self.low), self.high))
+        u = _unit(self, min(max(value, self.low), self.high))
+        return min(self.levels, key=lambda level: abs(_unit(self, level) - u))
 
 
 @dataclass(frozen=True)
@@ -136,7 +146,7 @@ class Space:
             if isinstance(p, BoolParam):
                 config[p.name] = u >= 0.5
             elif isinstance(p, IntParam):
-                config[p.name] = int(min(max(round(_from_unit(p, u)), p.low), p.high))
+                config[p.name] = p.nearest(_from_unit(p, u))
             else:
                 config[p.name] = float(_from_unit(p, u))
         return config
@@ -200,6 +210,9 @@ def _steps(p: Param, value: Value) -> list[Value]:
     if isinstance(p, ChoiceParam):
         i = p.choices.index(value)
         return [p.choices[j] for j in (i - 1, i + 1) if 0 <= j < len(p.choices)]
+    if isinstance(p, IntParam) and p.levels:
+        i = p.levels.index(int(value))
+        return [p.levels[j] for j in (i - 1, i + 1) if 0 <= j < len(p.levels)]
     if isinstance(p, IntParam):
         v = int(value)
         if p.log:
@@ -223,10 +236,12 @@ def sample(space: Space, rng: np.random.Generator) -> Configuration:
             config[p.name] = bool(rng.integers(2))
         elif isinstance(p, ChoiceParam):
             config[p.name] = p.choices[int(rng.integers(len(p.choices)))]
+        elif isinstance(p, IntParam) and p.levels:
+            config[p.name] = p.levels[int(rng.integers(len(p.levels)))]
         elif isinstance(p, IntParam) and not p.log:
             config[p.name] = int(rng.integers(p.low, p.high + 1))
         elif isinstance(p, IntParam):
-            config[p.name] = int(min(max(round(_from_unit(p, rng.random())), p.low), p.high))
+            config[p.name] = p.nearest(_from_unit(p, rng.random()))
         else:
             config[p.name] = float(_from_unit(p, rng.random()))
     return config

@@ -45,7 +45,7 @@ def _values(space: Space, p: Param, points: int) -> list[Value]:
         return [False, True]
     if isinstance(p, ChoiceParam):
         return list(p.choices)
-    if isinstance(p, IntParam) and p.high - p.low + 1 <= points:
+    if isinstance(p, IntParam) and len(p.values()) <= points:
         return list(p.values())
     # decode() puts a unit coordinate on the parameter's own (log) scale and rounds integers.
     single = Space((p,), {p.name: space.default[p.name]})

@@ -44,6 +44,8 @@ def _distribution(p: Param) -> BaseDistribution:
         return CategoricalDistribution((False, True))
     if isinstance(p, ChoiceParam):
         return CategoricalDistribution(p.choices)
+    if isinstance(p, IntParam) and p.levels:
+        return CategoricalDistribution(p.levels)
     if isinstance(p, IntParam):
         return IntDistribution(p.low, p.high, log=p.log)
     return FloatDistribution(p.low, p.high, log=p.log)
