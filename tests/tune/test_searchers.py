@@ -181,8 +181,8 @@ def test_bo_finds_the_top_of_a_noisy_quadratic_within_20_evaluations_on_most_see
             history.append(Told(config, Observation(value, 0.003)))
         pick = best("bo", BOWL, history, seed=seed)
         assert pick is not None
-        # Within 0.3 percentage points of the top's +5.4%.
-        found += TOP - quadratic(pick) < 0.003
+        # Within 0.15 percentage points of the top's +5.6% (seeds 0-7 reach 0.075 or better).
+        found += TOP - quadratic(pick) < 0.0015
     assert found >= 3
 
 
