@@ -116,3 +116,26 @@ def test_the_settle_rule_needs_k_updates_within_the_band() -> None:
     assert settled(state) and settled_rate(state) == pytest.approx(1000.0)
     state, _ = step(state, 0.1, DT_S)  # a jump of 3 * ki * dt = 18% leaves the band
     assert not settled(state)
+
+
+def test_a_knee_like_a_step_is_found_because_each_crossing_shortens_the_step() -> None:
+    """A p99 of 2 ms below 3,000/s and 200 ms above (a real service is nearly this): the
+    error's size says nothing of the distance, so a fixed gain circles the knee by ~14% a
+    step; Kesten's rule (the gain x0.7 at each sign change) settles on it."""
+
+    def p99_ms(rate_per_s: float) -> float:
+        return 2.0 if rate_per_s < 3000.0 else 200.0
+
+    def run(gain_decay: float) -> tuple[bool, float]:
+        settings = PidSettings(target_latency_ms=20.0, start_rate_per_s=1000.0,
+                               gain_decay=gain_decay)  # fmt: skip
+        state = start(settings)
+        for _ in range(60):
+            state, _ = step(state, p99_ms(state.rate_per_s), DT_S)
+            if settled(state):
+                break
+        return settled(state), settled_rate(state)
+
+    assert not run(1.0)[0]
+    found, rate = run(0.7)
+    assert found and abs(rate / 3000.0 - 1) < 0.05

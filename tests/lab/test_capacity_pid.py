@@ -5,7 +5,7 @@ search (slow)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +13,7 @@ import pytest
 
 from hairline import engine
 from hairline.capacity.pid import PidSettings
-from hairline.capacity.search import SearchSettings
+from hairline.capacity.search import SearchOutcome, SearchSettings
 from hairline.config import load_experiment
 from hairline.engine import IntervalStats, IntervalTarget
 from hairline.lab.capacity import CONNECTIONS, INTERVAL_MS, SETTLE_S, probe_search
@@ -111,20 +111,32 @@ def test_on_the_sample_service_the_pid_settles_within_5_percent_of_the_probe_sea
 ) -> None:
     """One sleeping worker (its knee does not move with the noisy CPUs), a 20 ms p99
     target: the probe search's knee, then the PID's settled rate on the same service."""
-    service = sample_service("--work", "sleep", "--threads", "1")
+    # Twice capacity.toml's sleep: a knee near 2,000/s, where the load generator keeps its
+    # schedule on a busy 2-CPU VM (near 4,000/s it fell behind while other tests ran).
+    service = sample_service("--work", "sleep", "--threads", "1", "--regress-cpu", "1")
 
     def plan() -> engine.LoadPlan:
         return engine.LoadPlan(
             targets=(("arm", service.url),), trace=EXAMPLES / "trace.jsonl",
             rate_per_s=SETTINGS.start_rate_per_s, duration_s=0, interval_ms=INTERVAL_MS,
-            connections=CONNECTIONS, spin_us=0,
+            connections=CONNECTIONS,
         )  # fmt: skip
 
-    with engine.ControlledLoad(plan(), engine=engine_path) as load:
-        searched = probe_search(load, SETTINGS, None, 1)
+    def again_if_spoiled(drive: Callable[[engine.ControlledLoad], SearchOutcome]) -> SearchOutcome:
+        # As the lab runs a spoiled batch again: on a busy 2-CPU VM the engine's pacer
+        # falls behind now and then near 2,300/s, which spoils a search.
+        for _ in range(3):
+            with engine.ControlledLoad(plan(), engine=engine_path) as load:
+                outcome = drive(load)
+            if not outcome.spoiled:
+                break
+        return outcome
+
+    searched = again_if_spoiled(lambda load: probe_search(load, SETTINGS, None, 1))
     pid = PidSettings(target_latency_ms=SETTINGS.slo_p99_ms, start_rate_per_s=1000.0)
-    with engine.ControlledLoad(plan(), engine=engine_path) as load:
-        driven = drive_pid(load.intervals(timeout_s=10.0), load.set_rate, SETTINGS, pid, "p99")
+    driven = again_if_spoiled(
+        lambda load: drive_pid(load.intervals(timeout_s=10.0), load.set_rate, SETTINGS, pid, "p99")
+    )
 
     trajectory = [(round(p.rate_per_s), p.note) for p in driven.probes]
     assert searched.stopped_by == driven.stopped_by == "slo", trajectory
