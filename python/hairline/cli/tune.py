@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -70,6 +72,35 @@ def _overridden(spec: TuningSpec, searcher: str | None, evaluations: int | None)
     return dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
 
 
+def _document_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--json, --markdown and --html: where a run's (or several runs') result is written."""
+    for option in reversed(
+        [
+            click.option(
+                "--json",
+                "json_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Write the result as JSON ('-' for stdout).",
+            ),
+            click.option(
+                "--markdown",
+                "markdown_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Write the result as Markdown ('-' for stdout).",
+            ),
+            click.option(
+                "--html",
+                "html_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Write an HTML page charting the objective over evaluations "
+                "(several runs: one line each, to compare searchers).",
+            ),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
 @main.command(name="tune")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -93,24 +124,7 @@ def _overridden(spec: TuningSpec, searcher: str | None, evaluations: int | None)
     help="Write the best configuration here: best.toml, and the rendered "
     "configuration file when the tuning file has [apply.file].",
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the result as JSON ('-' for stdout).",
-)
-@click.option(
-    "--markdown",
-    "markdown_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the result as Markdown ('-' for stdout).",
-)
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write an HTML page with the objective over evaluations.",
-)
+@_document_options
 @click.option(
     "--no-process",
     is_flag=True,
@@ -260,25 +274,7 @@ def tuning_list(service: str | None, as_json: bool, db_url: str | None, home: Pa
 
 @tuning_group.command(name="show")
 @click.argument("run_ids", nargs=-1, type=int, required=True)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the result(s) as JSON ('-' for stdout).",
-)
-@click.option(
-    "--markdown",
-    "markdown_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write Markdown ('-' for stdout).",
-)
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write an HTML page: every run's objective over evaluations in one "
-    "chart, to compare searchers.",
-)
+@_document_options
 @store_options
 def tuning_show(
     run_ids: tuple[int, ...],
