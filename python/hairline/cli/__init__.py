@@ -4,7 +4,8 @@ Each module here turns one family of subcommands' options into typed values and 
 the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (status,
 report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``schedule`` (lab
 schedule ...), ``agent`` (agent start/stop), ``traffic`` (trace ...), ``record``,
-``kraken``, ``serve``, ``ci`` (ci comment), ``web`` (token, service, gate), ``bisect``, ``tune`` (tune, tuning list/show).
+``kraken``, ``serve``, ``ci`` (ci comment), ``web`` (token, service, gate), ``bisect``,
+``tune`` (tune, tuning list/show).
 """
 
 from hairline.cli import (  # noqa: F401  (each module registers its commands)
