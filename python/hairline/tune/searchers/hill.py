@@ -1,10 +1,10 @@
 """Hill climbing as HHVM customises it (section 5.2), replayed from the history. Pure.
 
-A climb starts at the default and evaluates every neighbour one step away in one parameter
-(``space.neighbours``); when all are told it moves to the best one if that beats the current
-point by more than ``min_improvement_se`` standard errors of their difference, and otherwise
-is stuck. A stuck search restarts from an unexplored random point, which starts a climb of
-its own.
+A climb starts at the default and evaluates the neighbours one step away in one parameter
+(``space.neighbours``), one at a time. As soon as one beats the current point by more than
+``min_improvement_se`` standard errors of their difference, it moves there (first
+improvement); when the whole neighbourhood is told without one, it is stuck. A stuck
+search restarts from an unexplored random point, which starts a climb of its own.
 
 Nothing is remembered between calls: the climbs are found again in the history. The default
 starts the first; the next starts at the earliest told or pending configuration that no
@@ -60,20 +60,19 @@ class _Climb:
                 return  # a pending start waits; an infeasible one is stuck
             around = neighbours(self.space, current)
             self.covered.update(self.space.key(c) for c in around)
-            waiting = False
-            for config in around:
-                if self.space.key(config) in self.told:
-                    continue
-                waiting = True
+            # First improvement: move as soon as a told neighbour is clearly better, rather
+            # than after the whole neighbourhood (5-7 A/Bs at the default alone).
+            told = [c for c in around if self.space.key(c) in self.told]
+            step = self.best_step(here, told)
+            if step is not None:
+                current = step
+                continue
+            untold = [c for c in around if self.space.key(c) not in self.told]
+            for config in untold:
                 if config not in self.used and len(self.out) < self.n:
                     self.used.add(config)
                     self.out.append(config)
-            if waiting:
-                return
-            step = self.best_step(here, around)
-            if step is None:
-                return
-            current = step
+            return
 
     def observed(self, config: Configuration) -> Observation | None:
         if self.space.key(config) == self.space.key(self.space.default):
