@@ -68,17 +68,20 @@ def test_a_10_percent_slower_candidate_has_a_lower_capacity(
 
 @pytest.mark.slow
 def test_an_aa_in_capacity_mode_is_not_flagged(tmp_path: Path, engine_path: Path) -> None:
-    # Two trials: this checks that `hairline aa` runs capacity mode through and flags
-    # nothing; how tight the interval is, the A/B above checks (a third trial cost 40 s).
+    # One trial: this checks that `hairline aa` runs capacity mode through (B given A's
+    # arguments) and flags nothing; how tight the interval is, the A/B above checks. An
+    # interval that covers 0 is not asserted: an A/A's 95% interval misses 0 one run in 20.
     report = run_capacity(
         tmp_path,
         engine_path,
         "aa",
         {"A": {}, "B": {"args": ["--regress-cpu", "0.1"]}},
-        trials=2,
+        trials=1,
     )
 
     assert report["returncode"] == 0, report["stdout"]
     [result] = report["analysis"]["metrics"]
-    assert result["verdict"] != "regression"
-    assert result["ci_rel"][0] <= 0.0 <= result["ci_rel"][1], result
+    assert result["verdict"] not in ("regression", "improvement"), result
+    a, b = report["capacity"]
+    assert a["batches"] == b["batches"] == 2
+    assert abs(b["max_throughput_per_s"] / a["max_throughput_per_s"] - 1) < 0.05
