@@ -79,6 +79,9 @@ class LoadConfig(TomlModel):
     duration_s: float = Field(gt=0)
     warmup_rate_per_s: float | None = Field(default=None, gt=0)
     warmup_duration_s: float = Field(default=2.0, ge=0)
+    # The measurement's arrival process: evenly spaced, or Poisson (Treadmill's open loop
+    # with exponential gaps, which queues as real users do).
+    arrival: Literal["constant", "poisson"] = "constant"
 
 
 class DesignConfig(TomlModel):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -173,6 +173,7 @@ class RunPlan:
     arm_factory: ArmFactory = local_arm
     # The engine's CPUs are also a host's (a Ray node on this machine): no pacing spin.
     engine_shares_a_host: bool = False
+    arrival: Literal["constant", "poisson"] = "constant"
     # None: the lockstep replay at rate_per_s; else what each batch measures instead.
     measure: BatchMeasure | None = None
 
@@ -413,6 +414,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
                     summary_path=plan.workdir / f"{tag}.json",
                     cpus=plan.harness_cpus,
                     spin_us=plan.engine_spin_us,
+                    arrival=plan.arrival,
                 )
         except HairlineError as err:
             # An arm that died under load (the engine or a scrape then fails) spoils the

@@ -180,6 +180,7 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         duration_s=config.load.duration_s,
         warmup_rate_per_s=config.load.warmup_rate_per_s or rate,
         warmup_duration_s=config.load.warmup_duration_s,
+        arrival=config.load.arrival,
         trials=config.design.planned_trials,
         # Hardware mode compares the hosts themselves: no arm moves to another's host.
         design=config.design.schedule,

@@ -1,0 +1,327 @@
+"""An attribution file (docs/attribution.md): the experiment whose service is varied, the
+factors and how each level reaches the service or the load, the factorial design and the
+analysis. Read once, every problem reported together by file, line and field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from hairline.attribute.design import (
+    Generator,
+    Treatment,
+    aliases,
+    fractional_factorial,
+    full_factorial,
+    parse_generator,
+)
+from hairline.capacity.tomlcheck import Problems, Report, read_toml
+from hairline.config import ArmConfig, ExperimentConfig
+from hairline.config.sections import LoadConfig, TomlModel
+from hairline.errors import ConfigError
+from hairline.lab.files import load_experiment_file
+
+__all__ = ["AttributionSpec", "Factor", "load_attribution_file"]
+
+_HINT = "fix each line above; `hairline attribute --check FILE` checks without running"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+# [load] fields a factor may set: one replay drives every arm of an experiment, so these
+# split the runs into experiments of their own.
+LOAD_FIELDS = ("rate_per_s", "arrival", "duration_s")
+
+Level = str | int | float | bool
+
+
+class FactorTable(TomlModel):
+    """``[factors.NAME]``: two or more ``levels`` (the first is the reference) and how a
+    level reaches the service (``args``: words appended to its start command, ``{value}``
+    the level, or a table of words per level; ``env``: variables, ``{value}`` the level) or
+    the load (``load``: a [load] field the level sets)."""
+
+    levels: list[Level] = Field(min_length=1)
+    args: list[str] | dict[str, list[str]] | None = None
+    env: dict[str, str] | None = None
+    load: Literal["rate_per_s", "arrival", "duration_s"] | None = None
+
+
+class DesignTable(TomlModel):
+    """``[design]``: ``full`` (every combination) or ``fractional`` (two-level factors, some
+    generated from the others' products); repetitions of each treatment; the seed of the
+    run order; how many runs one experiment measures side by side (the hosts it takes)."""
+
+    type: Literal["full", "fractional"] = "full"
+    generators: list[str] = Field(default_factory=list)
+    repetitions: int = Field(default=3, ge=2, le=100)
+    seed: int = Field(default=0, ge=0)
+    runs_per_experiment: int = Field(default=2, ge=2, le=64)
+
+
+class AnalysisTable(TomlModel):
+    """``[analysis]``: the quantiles regressed, the highest interaction order, the clustered
+    bootstrap's resamples and confidence, and the quantile whose best treatment is shown."""
+
+    quantiles: list[float] = Field(default_factory=lambda: [0.5, 0.9, 0.99, 0.999], min_length=1)
+    interactions: int = Field(default=2, ge=1, le=8)
+    bootstrap: int = Field(default=200, ge=20, le=10_000)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    best_for: float = Field(default=0.99, gt=0, lt=1)
+
+
+class _AttributionFile(TomlModel):
+    experiment: str = Field(min_length=1)
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    factors: dict[str, FactorTable] = Field(min_length=1)
+    design: DesignTable = Field(default_factory=DesignTable)
+    analysis: AnalysisTable = Field(default_factory=AnalysisTable)
+
+
+@dataclass(frozen=True)
+class Factor:
+    """A factor as read: its levels as text (the first is the reference), the words and
+    variables of each level, or the [load] field it sets."""
+
+    name: str
+    levels: tuple[str, ...]
+    args: dict[str, tuple[str, ...]]
+    env: dict[str, dict[str, str]]
+    load: str | None
+
+
+@dataclass(frozen=True)
+class AttributionSpec:
+    """An attribution file as read, its design expanded into treatments."""
+
+    path: Path
+    name: str
+    experiment: ExperimentConfig
+    factors: tuple[Factor, ...]
+    treatments: tuple[Treatment, ...]
+    generators: tuple[Generator, ...]
+    design: DesignTable
+    analysis: AnalysisTable
+
+    @property
+    def levels(self) -> dict[str, tuple[str, ...]]:
+        return {f.name: f.levels for f in self.factors}
+
+    @property
+    def load_factors(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.factors if f.load is not None)
+
+    def arm(self, treatment: Treatment) -> ArmConfig:
+        """The experiment's baseline arm running ``treatment``: its own args and env, then
+        each service factor's words and variables for its level."""
+        base = self.experiment.arms[self.experiment.baseline_arm]
+        args, env = list(base.args), dict(base.env)
+        for factor in self.factors:
+            level = treatment[factor.name]
+            args += factor.args.get(level, ())
+            env |= factor.env.get(level, {})
+        return base.model_copy(update={"args": args, "env": env, "baseline": None})
+
+    def load(self, treatment: Treatment) -> LoadConfig:
+        """The experiment's [load] with the load factors' levels of ``treatment``."""
+        changes: dict[str, Any] = {}
+        for factor in self.factors:
+            if factor.load is not None:
+                level = treatment[factor.name]
+                changes[factor.load] = level if factor.load == "arrival" else float(level)
+        return self.experiment.load.model_copy(update=changes)
+
+
+def level_text(level: Level) -> str:
+    """A level as the service reads it: true/false, whole numbers without a point."""
+    if isinstance(level, bool):
+        return "true" if level else "false"
+    if isinstance(level, float) and level.is_integer():
+        return str(int(level))
+    return str(level)
+
+
+def _factor(name: str, table: FactorTable, report: Report) -> Factor | None:
+    loc = ("factors", name)
+    if not _NAME.match(name):
+        report(loc, f"{name!r} is not a factor name", "use letters, digits and '_'")
+        return None
+    levels = tuple(level_text(v) for v in table.levels)
+    if len(levels) < 2:
+        report((*loc, "levels"), "a factor needs two or more levels",
+               "add a level, or drop the factor (it cannot explain anything)")  # fmt: skip
+        return None
+    if len(set(levels)) != len(levels):
+        report((*loc, "levels"), "a level is named twice", "name each level once")
+        return None
+    reaches = [k for k in ("args", "env", "load") if getattr(table, k) is not None]
+    if not reaches:
+        report(loc, "the factor reaches neither the service nor the load",
+               'add args = ["--flag", "{value}"], env = {VAR = "{value}"} or load = '
+               '"rate_per_s"')  # fmt: skip
+        return None
+    if table.load is not None and len(reaches) > 1:
+        report((*loc, "load"), "a load factor sets the [load] table only",
+               "drop its args and env, or make it two factors")  # fmt: skip
+        return None
+    if table.load is not None:
+        return Factor(name, levels, {}, {}, _load_levels(name, table, levels, report))
+    args = _level_args(name, table, levels, report)
+    env = {
+        level: {k: v.replace("{value}", level) for k, v in (table.env or {}).items()}
+        for level in levels
+    }
+    for key, value in (table.env or {}).items():
+        _only_value(value, (*loc, "env", key), report)
+    return Factor(name, levels, args, env, None)
+
+
+def _load_levels(name: str, table: FactorTable, levels: tuple[str, ...], report: Report) -> str:
+    field = table.load or ""
+    for level in levels:
+        try:
+            LoadConfig.model_validate({"duration_s": 1, field: level})
+        except ValidationError:
+            report(("factors", name, "levels"), f"{level!r} is not a valid {field}",
+                   "arrival is constant or poisson; rate_per_s and duration_s are numbers "
+                   "above 0")  # fmt: skip
+    return field
+
+
+def _level_args(
+    name: str, table: FactorTable, levels: tuple[str, ...], report: Report
+) -> dict[str, tuple[str, ...]]:
+    loc = ("factors", name, "args")
+    if table.args is None:
+        return {}
+    if isinstance(table.args, list):
+        for word in table.args:
+            _only_value(word, loc, report)
+        return {lv: tuple(w.replace("{value}", lv) for w in table.args) for lv in levels}
+    unknown = [lv for lv in table.args if lv not in levels]
+    if unknown:
+        report(loc, f"{', '.join(map(repr, unknown))} not among the levels",
+               f"use the levels {', '.join(levels)} (a level absent here adds no "
+               "words)")  # fmt: skip
+    return {lv: tuple(table.args.get(lv, [])) for lv in levels}
+
+
+def _only_value(word: str, loc: tuple[str, ...], report: Report) -> None:
+    for found in _PLACEHOLDER.findall(word):
+        if found != "value":
+            report(loc, f"{{{found}}} is not a placeholder here",
+                   "{value} is the factor's level; other factors have their own args")  # fmt: skip
+
+
+def _known_fields(table: tuple[str, ...]) -> list[str]:
+    if len(table) == 2 and table[0] == "factors":
+        return list(FactorTable.model_fields)
+    models: dict[tuple[str, ...], type[TomlModel]] = {
+        ("design",): DesignTable,
+        ("analysis",): AnalysisTable,
+    }
+    return list(models.get(table, _AttributionFile).model_fields)
+
+
+def load_attribution_file(path: Path) -> AttributionSpec:
+    """Read an attribution file and the experiment file it names; every problem at once."""
+    problems = Problems()
+    text, data = read_toml(path, problems)
+    problems.raise_if_any(path, _HINT)
+    try:
+        parsed = _AttributionFile.model_validate(data)
+    except ValidationError as err:
+        problems.validation(path, text, err, _known_fields)
+        problems.raise_if_any(path, _HINT)
+        raise AssertionError("a validation error reports a problem") from err
+
+    def report(loc: tuple[str, ...], message: str, fix: str) -> None:
+        problems.at(path, text, loc, message, fix)
+
+    experiment = _experiment(path.parent / parsed.experiment, report)
+    factors = [_factor(n, t, report) for n, t in parsed.factors.items()]
+    known = tuple(f for f in factors if f is not None)
+    generators = _generators(parsed.design, report)
+    treatments: list[Treatment] = []
+    if len(known) == len(factors):
+        treatments = _treatments(known, generators, parsed, report)
+    _check_analysis(parsed.analysis, report)
+    problems.raise_if_any(path, _HINT)
+    assert experiment is not None
+    return AttributionSpec(
+        path=path.resolve(),
+        name=parsed.name or path.stem,
+        experiment=experiment,
+        factors=known,
+        treatments=tuple(treatments),
+        generators=tuple(generators),
+        design=parsed.design,
+        analysis=parsed.analysis,
+    )
+
+
+def _experiment(path: Path, report: Report) -> ExperimentConfig | None:
+    try:
+        return load_experiment_file(path)
+    except ConfigError as err:
+        lines = err.message.splitlines()
+        what = " / ".join(lines[1:4]) if len(lines) > 1 else err.message
+        report(("experiment",), f"the experiment file has problems: {what}",
+               err.hint or "fix the experiment file")  # fmt: skip
+        return None
+
+
+def _generators(design: DesignTable, report: Report) -> list[Generator]:
+    if design.type == "full":
+        if design.generators:
+            report(("design", "generators"), "generators belong to a fractional design",
+                   'write type = "fractional", or drop the generators')  # fmt: skip
+        return []
+    if not design.generators:
+        report(("design", "generators"), "a fractional design needs generators",
+               'write e.g. generators = ["c = a*b"]')  # fmt: skip
+    found = []
+    for text in design.generators:
+        try:
+            found.append(parse_generator(text))
+        except ValueError as err:
+            report(("design", "generators"), str(err), 'write e.g. "c = a*b"')
+    return found
+
+
+def _treatments(
+    factors: tuple[Factor, ...],
+    generators: list[Generator],
+    parsed: _AttributionFile,
+    report: Report,
+) -> list[Treatment]:
+    levels = {f.name: f.levels for f in factors}
+    if parsed.design.type == "full":
+        return full_factorial(levels)
+    try:
+        treatments = fractional_factorial(levels, generators)
+    except ValueError as err:
+        report(("design", "generators"), str(err), "see docs/attribution.md, fractional designs")
+        return []
+    order = parsed.analysis.interactions
+    clash = aliases(generators, [f.name for f in factors], order)
+    if clash:
+        pairs = ", ".join(f"{a} with {b}" for a, b in clash[:4])
+        report(("analysis", "interactions"),
+               f"this fraction cannot tell apart {pairs}",
+               f"lower interactions to {order - 1} (and read each effect as its aliases' "
+               "sum), add runs with a full design, or choose generators of higher "
+               "resolution")  # fmt: skip
+    return treatments
+
+
+def _check_analysis(analysis: AnalysisTable, report: Report) -> None:
+    bad = [q for q in analysis.quantiles if not 0 < q < 1]
+    if bad:
+        report(("analysis", "quantiles"), f"{bad} outside (0, 1)",
+               "write quantiles as fractions, e.g. [0.5, 0.99, 0.999]")  # fmt: skip
+    if len(set(analysis.quantiles)) != len(analysis.quantiles):
+        report(("analysis", "quantiles"), "a quantile is named twice", "name each once")
