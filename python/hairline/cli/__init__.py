@@ -5,12 +5,13 @@ the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (s
 report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``schedule`` (lab
 schedule ...), ``agent`` (agent start/stop), ``traffic`` (trace ...), ``record``,
 ``kraken``, ``serve``, ``ci`` (ci comment), ``web`` (token, service, gate), ``bisect``,
-``tune`` (tune, tuning list/show).
+``tune`` (tune, tuning list/show), ``attribute``.
 """
 
 from hairline.cli import (  # noqa: F401  (each module registers its commands)
     agent,
     analysis,
+    attribute,
     bisect,
     ci,
     demo,

@@ -19,6 +19,7 @@ __all__ = [
     "RUN_WAIT_S",
     "backend_options",
     "chosen_backend",
+    "document_options",
     "esc",
     "progress_option",
     "report_options",
@@ -109,3 +110,32 @@ def chosen_backend(backend: str, ray_address: str | None) -> dict[str, Any]:
         )
     ray_environment()  # a token file others may read is refused before anything runs
     return {"backend": backend, "ray_address": ray_address}
+
+
+def document_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--json, --markdown and --html: where a result is written (tuning runs, an
+    attribution)."""
+    for option in reversed(
+        [
+            click.option(
+                "--json",
+                "json_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Write the result as JSON ('-' for stdout).",
+            ),
+            click.option(
+                "--markdown",
+                "markdown_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Write the result as Markdown ('-' for stdout).",
+            ),
+            click.option(
+                "--html",
+                "html_path",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Write an HTML page with the result's chart.",
+            ),
+        ]
+    ):
+        fn = option(fn)
+    return fn

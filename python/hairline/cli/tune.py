@@ -12,9 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -24,6 +22,7 @@ from hairline.cli._options import (
     RUN_WAIT_S,
     backend_options,
     chosen_backend,
+    document_options,
     esc,
     store_options,
     wait_option,
@@ -72,35 +71,6 @@ def _overridden(spec: TuningSpec, searcher: str | None, evaluations: int | None)
     return dataclasses.replace(spec, **changes)  # type: ignore[arg-type]
 
 
-def _document_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--json, --markdown and --html: where a run's (or several runs') result is written."""
-    for option in reversed(
-        [
-            click.option(
-                "--json",
-                "json_path",
-                type=click.Path(dir_okay=False, path_type=Path),
-                help="Write the result as JSON ('-' for stdout).",
-            ),
-            click.option(
-                "--markdown",
-                "markdown_path",
-                type=click.Path(dir_okay=False, path_type=Path),
-                help="Write the result as Markdown ('-' for stdout).",
-            ),
-            click.option(
-                "--html",
-                "html_path",
-                type=click.Path(dir_okay=False, path_type=Path),
-                help="Write an HTML page charting the objective over evaluations "
-                "(several runs: one line each, to compare searchers).",
-            ),
-        ]
-    ):
-        fn = option(fn)
-    return fn
-
-
 @main.command(name="tune")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -124,7 +94,7 @@ def _document_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     help="Write the best configuration here: best.toml, and the rendered "
     "configuration file when the tuning file has [apply.file].",
 )
-@_document_options
+@document_options
 @click.option(
     "--no-process",
     is_flag=True,
@@ -274,7 +244,7 @@ def tuning_list(service: str | None, as_json: bool, db_url: str | None, home: Pa
 
 @tuning_group.command(name="show")
 @click.argument("run_ids", nargs=-1, type=int, required=True)
-@_document_options
+@document_options
 @store_options
 def tuning_show(
     run_ids: tuple[int, ...],

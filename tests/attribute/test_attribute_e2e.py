@@ -1,0 +1,93 @@
+"""hairline attribute end to end on the sample service: a 2x2 factorial (a CPU knob that
+moves every quantile, a stall of 1 request in 1,000 that moves only the far tail) run
+through the lab, each factor attributed to the quantiles it moves; a stopped run resumed,
+nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# The lab's end-to-end checks (no arm alive, no host held, no cgroup left) live beside
+# the lab's tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+from test_lab_e2e import assert_nothing_left
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample-service"
+HAIRLINE = Path(sys.executable).with_name("hairline")
+
+
+def setup(tmp_path: Path) -> Path:
+    for name in ("service.toml", "trace.jsonl", "attribute-experiment.toml", "attribute.toml"):
+        shutil.copy(SAMPLE / name, tmp_path / name)
+    # Shorter runs than the example's, for the suite: two repetitions of 2 s batches.
+    path = tmp_path / "attribute.toml"
+    path.write_text(path.read_text().replace("repetitions = 3", "repetitions = 2"))
+    experiment = tmp_path / "attribute-experiment.toml"
+    experiment.write_text(experiment.read_text().replace("duration_s = 3", "duration_s = 2"))
+    return path
+
+
+def hairline(*args: str, home: Path, engine: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HAIRLINE_ENGINE": str(engine)}
+    return subprocess.run([str(HAIRLINE), *args, "--home", str(home)], capture_output=True,
+                          text=True, timeout=400, env=env)  # fmt: skip
+
+
+def effects(report: dict, quantile: float) -> dict[str, dict]:
+    [found] = [q for q in report["quantiles"] if q["quantile"] == quantile]
+    return {e["term"]: e for e in found["effects"]}
+
+
+def test_each_factor_is_attributed_to_the_quantiles_it_moves(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    path = setup(tmp_path)
+    out = tmp_path / "run"
+    documents = ["--json", str(tmp_path / "a.json"), "--html", str(tmp_path / "a.html")]
+    done = hairline("attribute", str(path), "--output", str(out), *documents,
+                    home=tmp_path / "home", engine=engine_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report == json.loads((out / "report.json").read_text())
+    assert report["runs"] == 8 and len(report["experiments"]) == 4
+
+    median, far = effects(report, 0.5), effects(report, 0.999)
+    # The CPU knob (50% more work) moves the median, its interval clear of 0.
+    assert median["cpu"]["low_us"] > 0, median
+    # The stall moves p99.9 by milliseconds, and the median by little next to the CPU knob.
+    assert far["stall"]["low_us"] > 1000, far
+    assert abs(median["stall"]["estimate_us"]) < 0.25 * median["cpu"]["estimate_us"], median
+    assert report["best"]["levels"] == {"cpu": "0", "stall": "off"}
+    assert "p99.9" in (tmp_path / "a.html").read_text()
+
+    # Analysed again from the stored runs, with nothing run: the same effects.
+    again = hairline("attribute", str(path), "--output", str(out), "--analyze-only",
+                     home=tmp_path / "home", engine=engine_path)  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads((out / "report.json").read_text())["quantiles"] == report["quantiles"]
+
+    assert_nothing_left(tmp_path / "home")
+
+
+def test_check_prints_the_plan_and_a_bad_file_names_its_line(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    path = setup(tmp_path)
+    done = hairline("attribute", str(path), "--check", home=tmp_path / "home", engine=engine_path)
+    assert done.returncode == 0, done.stderr
+    assert "2 factors, 4 treatments, 8 runs in 4 experiments" in done.stdout
+    path.write_text(path.read_text().replace("levels = [0, 0.5]", "levels = [0]"))
+    bad = hairline("attribute", str(path), "--check", home=tmp_path / "home", engine=engine_path)
+    assert bad.returncode == 2
+    assert "attribute.toml:11: factors.cpu.levels: a factor needs two or more levels" in (
+        bad.stdout + bad.stderr
+    )
