@@ -90,6 +90,11 @@ pub(crate) struct Metrics {
     pub(crate) work: SecondsHistogram,
     /// The round trip to `--cache`.
     pub(crate) cache_wait: SecondsHistogram,
+    /// Requests that stalled their worker (`--stall-every`).
+    pub(crate) stalls: AtomicU64,
+    /// Functions the op endpoints looked up in a worker's `--code-cache`, and those missed.
+    pub(crate) code_cache_lookups: AtomicU64,
+    pub(crate) code_cache_misses: AtomicU64,
 }
 
 impl Metrics {
@@ -109,6 +114,9 @@ impl Metrics {
             queue: SecondsHistogram::default(),
             work: SecondsHistogram::default(),
             cache_wait: SecondsHistogram::default(),
+            stalls: AtomicU64::new(0),
+            code_cache_lookups: AtomicU64::new(0),
+            code_cache_misses: AtomicU64::new(0),
         }
     }
 
@@ -170,6 +178,26 @@ impl Metrics {
             "sample_cache_errors_total {}",
             self.cache_errors.load(Ordering::Relaxed)
         );
+        for (name, help, counter) in [
+            (
+                "sample_stalls_total",
+                "API requests that stalled their worker (--stall-every).",
+                &self.stalls,
+            ),
+            (
+                "sample_code_cache_lookups_total",
+                "Functions the op endpoints looked up in a worker's --code-cache.",
+                &self.code_cache_lookups,
+            ),
+            (
+                "sample_code_cache_misses_total",
+                "Code cache lookups that missed (each burns --miss-units of CPU).",
+                &self.code_cache_misses,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", counter.load(Ordering::Relaxed));
+        }
         self.queue.render(
             &mut out,
             "sample_queue_seconds",
@@ -237,11 +265,14 @@ pub(crate) enum Route {
     Healthz,
     Warm,
     Metrics,
+    /// Any `/api/op/...` path (`--ops`); one series for all ops keeps the count bounded.
+    Op,
+    DebugProfile,
     Other,
 }
 
 impl Route {
-    const COUNT: usize = 7;
+    const COUNT: usize = 9;
     const ALL: [Route; Route::COUNT] = [
         Route::Feed,
         Route::Profile,
@@ -249,6 +280,8 @@ impl Route {
         Route::Healthz,
         Route::Warm,
         Route::Metrics,
+        Route::Op,
+        Route::DebugProfile,
         Route::Other,
     ];
 
@@ -260,6 +293,8 @@ impl Route {
             "/healthz" => Route::Healthz,
             "/warm" => Route::Warm,
             "/metrics" => Route::Metrics,
+            "/debug/profile" => Route::DebugProfile,
+            _ if path.starts_with(crate::sample_ops::OP_PREFIX) => Route::Op,
             _ => Route::Other,
         }
     }
@@ -281,6 +316,8 @@ impl Route {
             Route::Healthz => "/healthz",
             Route::Warm => "/warm",
             Route::Metrics => "/metrics",
+            Route::Op => "/api/op",
+            Route::DebugProfile => "/debug/profile",
             // Unknown paths share one label so a scanner cannot blow up the series count.
             Route::Other => "other",
         }
@@ -378,5 +415,8 @@ mod tests {
             assert!(text.contains(&format!("{name}_bucket{{le=\"+Inf\"}} 0\n")));
         }
         assert!(text.contains("sample_cache_errors_total 0\n"));
+        assert!(text.contains("# TYPE sample_code_cache_misses_total counter\n"));
+        assert!(text.contains("sample_code_cache_lookups_total 0\n"));
+        assert!(text.contains("sample_stalls_total 0\n"));
     }
 }

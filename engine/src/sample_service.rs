@@ -14,6 +14,7 @@
 //! blocking round trip to a `sample-cache` per API request, a shared dependency of limited
 //! capacity. `/metrics` splits each API request's time into queue, cache wait and work.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -33,6 +34,8 @@ use crate::sample_cache::{parse_cache_address, tighten_timer_slack, CacheClient}
 use crate::sample_cost::{self, Endpoint};
 use crate::sample_log::{LogCodec, RequestLog, MAX_LOG_BATCH};
 use crate::sample_metrics::{Metrics, Route, Status};
+use crate::sample_ops::{CodeCache, Ops};
+use crate::sample_stall::Stall;
 
 pub use crate::sample_trace::{run_trace, SampleTraceArgs, SampleTraceError};
 
@@ -104,6 +107,27 @@ pub struct SampleServiceArgs {
     /// per entry, moving the best `--log-batch` up [default: none].
     #[arg(long, value_enum)]
     pub log_codec: Option<LogCodec>,
+    /// Pause knob: about one API request in N (by a hash of its request id, else of its path
+    /// and query) stalls its worker for `--stall-ms`, as a stop-the-world GC would.
+    #[arg(long, value_name = "N")]
+    pub stall_every: Option<u64>,
+    /// How long a stall holds its worker, in milliseconds (needs `--stall-every`).
+    #[arg(long, value_name = "MS")]
+    pub stall_ms: Option<f64>,
+    /// Serve `/api/op/{k}` for k in 0..N, ops that run functions of their group (0: none).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub ops: u32,
+    /// Op k belongs to group k % G and runs 8 of its group's 12 functions plus 2 common
+    /// ones [default: 4, at most --ops].
+    #[arg(long, value_name = "G")]
+    pub op_groups: Option<u32>,
+    /// Each worker keeps an LRU cache of this many functions; a miss burns `--miss-units`
+    /// of real CPU, even under `--work sleep` (needs `--ops`). Absent: no cache, no cost.
+    #[arg(long, value_name = "SLOTS")]
+    pub code_cache: Option<u32>,
+    /// Work units one code cache miss costs [default: 40] (needs `--code-cache`).
+    #[arg(long, value_name = "U")]
+    pub miss_units: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +165,7 @@ struct Settings {
     work: WorkKind,
     cache: Option<SocketAddr>,
     log: Option<(u32, LogCodec)>,
+    stall: Option<Stall>,
 }
 
 /// The flags `validate` checks and turns into values.
@@ -149,6 +174,8 @@ struct Checked {
     threads: usize,
     cache: Option<SocketAddr>,
     log: Option<(u32, LogCodec)>,
+    stall: Option<Stall>,
+    ops: Option<Ops>,
 }
 
 fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
@@ -231,6 +258,8 @@ fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
         threads,
         cache,
         log,
+        stall: Stall::from_flags(args.stall_every, args.stall_ms)?,
+        ops: Ops::from_flags(args.ops, args.op_groups, args.code_cache, args.miss_units)?,
     })
 }
 
@@ -265,11 +294,21 @@ struct WorkerState {
     retained: VecDeque<Vec<u8>>,
     cache: Option<CacheClient>,
     log: Option<RequestLog>,
+    /// This worker's `--code-cache`.
+    code_cache: Option<CodeCache>,
 }
 
 struct Shared {
     settings: Settings,
     metrics: Metrics,
+    ops: Option<Ops>,
+}
+
+/// What an API request asks for.
+#[derive(Debug, Clone, Copy)]
+enum Api {
+    Endpoint(Endpoint),
+    Op(u32),
 }
 
 fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
@@ -290,12 +329,28 @@ impl WorkerState {
         if !matches!(head.method.as_str(), "GET" | "HEAD" | "POST") {
             return (route, Response::text(Status::MethodNotAllowed, "use GET\n"));
         }
-        if let Some(endpoint) = route.endpoint() {
+        let api = match route {
+            Route::Op => self
+                .shared
+                .ops
+                .as_ref()
+                .and_then(|ops| ops.catalog.parse_path(path))
+                .map(Api::Op),
+            _ => route.endpoint().map(Api::Endpoint),
+        };
+        if let Some(api) = api {
             let response = match self.user_of(query, head.request_id.as_deref()) {
                 Ok(user) => {
                     let queue_ns = recv_stamp::unix_now_ns().saturating_sub(arrival_unix_ns);
                     self.shared.metrics.queue.observe_ns(queue_ns);
-                    self.serve_api(endpoint, user)
+                    if let Some(stall) = self.shared.settings.stall {
+                        let key = head.request_id.as_deref();
+                        if stall.hits(key.unwrap_or(head.target.as_bytes())) {
+                            self.shared.metrics.stalls.fetch_add(1, Ordering::Relaxed);
+                            thread::sleep(stall.pause);
+                        }
+                    }
+                    self.serve_api(api, user)
                 }
                 Err(message) => Response::text(Status::BadRequest, message),
             };
@@ -317,8 +372,16 @@ impl WorkerState {
                 content_type: "text/plain; version=0.0.4",
                 body: metrics.render(settings.warmup_s).into_bytes(),
             },
+            Route::DebugProfile => Response::text(
+                Status::Ok,
+                self.shared
+                    .ops
+                    .as_ref()
+                    .map(Ops::render_profile)
+                    .unwrap_or_default(),
+            ),
             // The API routes were answered above; only unknown paths reach this arm.
-            Route::Other | Route::Feed | Route::Profile | Route::Search => {
+            Route::Other | Route::Feed | Route::Profile | Route::Search | Route::Op => {
                 Response::text(Status::NotFound, format!("no such path: {path}\n"))
             }
         };
@@ -348,7 +411,7 @@ impl WorkerState {
         })
     }
 
-    fn serve_api(&mut self, endpoint: Endpoint, user: u64) -> Response {
+    fn serve_api(&mut self, api: Api, user: u64) -> Response {
         if let Some(cache) = &mut self.cache {
             let started = Instant::now();
             let outcome = cache.get(&format!("user:{user}"));
@@ -369,8 +432,36 @@ impl WorkerState {
         let work_started = Instant::now();
         let first = *metrics.first_api_request.get_or_init(Instant::now);
         let warm = sample_cost::warmup_factor(first.elapsed().as_secs_f64(), settings.warmup_s);
-        let reads = endpoint.downstream_reads() + settings.extra_reads;
-        let base = sample_cost::base_units(endpoint, user);
+        let (label, base, reads, memory_factor, miss_units) = match api {
+            Api::Endpoint(e) => (
+                Cow::Borrowed(e.path()),
+                sample_cost::base_units(e, user),
+                e.downstream_reads() + settings.extra_reads,
+                e.memory_factor(),
+                0,
+            ),
+            Api::Op(k) => {
+                // `handle` makes an `Api::Op` only when there are ops.
+                let Some(ops) = self.shared.ops.as_ref() else {
+                    return Response::text(Status::NotFound, "no op endpoints: pass --ops N\n");
+                };
+                let cost = ops.run(k, self.code_cache.as_mut());
+                metrics
+                    .code_cache_lookups
+                    .fetch_add(cost.lookups, Ordering::Relaxed);
+                metrics
+                    .code_cache_misses
+                    .fetch_add(cost.misses, Ordering::Relaxed);
+                let path = format!("{}{k}", crate::sample_ops::OP_PREFIX);
+                (
+                    Cow::Owned(path),
+                    cost.units as f64,
+                    0,
+                    1,
+                    cost.misses * ops.miss_units,
+                )
+            }
+        };
         let units = sample_cost::effective_units(base, warm, settings.regress_cpu, reads);
         let checksum = match settings.work {
             WorkKind::Cpu => sample_cost::burn(user, units),
@@ -380,6 +471,12 @@ impl WorkerState {
                 ));
                 sample_cost::mix64(user ^ units)
             }
+        };
+        // A miss models a JIT's recompilation, which costs CPU whatever the work kind.
+        let checksum = if miss_units > 0 {
+            sample_cost::burn(checksum, miss_units)
+        } else {
+            checksum
         };
         let checksum = match &mut self.log {
             None => checksum,
@@ -396,7 +493,7 @@ impl WorkerState {
 
         // Memory scales with the base cost, not the warm-up or CPU knob, so the knobs stay
         // independent of each other.
-        let bytes = (base.round() as u64) * sample_cost::BYTES_PER_UNIT * endpoint.memory_factor();
+        let bytes = (base.round() as u64) * sample_cost::BYTES_PER_UNIT * memory_factor;
         let mut scratch = vec![0u8; usize::try_from(bytes).unwrap_or(usize::MAX / 2)];
         let mut folded = sample_cost::touch(&mut scratch, checksum);
         drop(scratch);
@@ -413,11 +510,13 @@ impl WorkerState {
         }
 
         metrics.work.observe_ns(elapsed_ns(work_started));
-        metrics.reads[endpoint.index()].fetch_add(reads, Ordering::Relaxed);
+        if let Api::Endpoint(e) = api {
+            metrics.reads[e.index()].fetch_add(reads, Ordering::Relaxed);
+        }
+        let units = units + miss_units;
         metrics.work_units.fetch_add(units, Ordering::Relaxed);
         Response::json(format!(
-            "{{\"endpoint\":\"{}\",\"user\":{user},\"work_units\":{units},\"downstream_reads\":{reads},\"checksum\":\"{:016x}\"}}\n",
-            endpoint.path(),
+            "{{\"endpoint\":\"{label}\",\"user\":{user},\"work_units\":{units},\"downstream_reads\":{reads},\"checksum\":\"{:016x}\"}}\n",
             std::hint::black_box(folded),
         ))
     }
@@ -609,11 +708,13 @@ fn worker_loop(
         .settings
         .log
         .map(|(batch, codec)| RequestLog::new(batch, codec));
+    let code_cache = shared.ops.as_ref().and_then(Ops::worker_cache);
     let mut state = WorkerState {
         shared,
         retained: VecDeque::new(),
         cache,
         log,
+        code_cache,
     };
     while !shutdown.load(Ordering::Relaxed) {
         if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
@@ -762,6 +863,8 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         threads,
         cache,
         log,
+        stall,
+        ops,
     } = validate(&args)?;
     // Without --regress-mem nothing is retained (checked_div yields None for 0 bytes).
     let retained_per_worker = (MAX_RETAINED_BYTES / threads as u64)
@@ -776,6 +879,7 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         work: args.work,
         cache,
         log,
+        stall,
     };
 
     let (listener, local, shutdown) = listen(addr)?;
@@ -783,6 +887,7 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
     let shared = Arc::new(Shared {
         settings,
         metrics: Metrics::new(),
+        ops,
     });
     let mut workers = Vec::with_capacity(threads);
     let mut joins = Vec::with_capacity(threads);
@@ -871,6 +976,12 @@ mod tests {
                 cache: None,
                 log_batch: None,
                 log_codec: None,
+                stall_every: None,
+                stall_ms: None,
+                ops: 0,
+                op_groups: None,
+                code_cache: None,
+                miss_units: None,
             };
             f(&mut a);
             validate(&a)
@@ -891,6 +1002,21 @@ mod tests {
         assert!(args(|a| {
             a.log_batch = Some(4096);
             a.log_codec = Some(LogCodec::Fast);
+        })
+        .is_empty());
+        assert!(args(|a| a.stall_every = Some(300)).contains("--stall-every 300"));
+        assert!(args(|a| a.stall_ms = Some(20.0)).contains("--stall-ms 20"));
+        assert!(args(|a| a.code_cache = Some(16)).contains("--code-cache 16"));
+        assert!(args(|a| {
+            a.ops = 8;
+            a.op_groups = Some(9);
+        })
+        .contains("--op-groups 9"));
+        assert!(args(|a| {
+            a.ops = 64;
+            a.code_cache = Some(16);
+            a.stall_every = Some(400);
+            a.stall_ms = Some(20.0);
         })
         .is_empty());
         assert!(args(|_| ()).is_empty());
