@@ -30,7 +30,7 @@ from hairline.engine import find_engine
 from hairline.errors import HairlineError
 from hairline.procs import child_setup
 
-__all__ = ["HAPROXY", "FleetSpec", "LocalFleet"]
+__all__ = ["HAPROXY", "FleetSpec", "LocalFleet", "start_haproxy", "stop_process"]
 
 HAPROXY = Path("/usr/sbin/haproxy")
 _LISTENING = re.compile(r"^listening on (?P<host>.+):(?P<port>\d+)$")
@@ -166,17 +166,8 @@ class LocalFleet:
         )  # fmt: skip
         self.addresses["rest"] = rest.address
         port = _free_port()
-        config = self.folder / "haproxy.cfg"
-        config.write_text(self._haproxy_config(port))
-        log = (self.folder / "haproxy.log").open("w")
-        proc = subprocess.Popen(
-            [str(self.haproxy), "-db", "-f", str(config)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True,
-            preexec_fn=child_setup(), cwd=self.folder,
-        )  # fmt: skip
-        log.close()
+        proc = start_haproxy(self.haproxy, self.folder, self._haproxy_config(port), port)
         self._children.append(_Child("haproxy", proc, f"127.0.0.1:{port}"))
-        self._wait_haproxy(proc, port)
         self.frontend_url = f"http://127.0.0.1:{port}"
 
     def _haproxy_config(self, port: int) -> str:
@@ -207,25 +198,6 @@ backend {self.backend}
 {servers}
 """
 
-    def _wait_haproxy(self, proc: subprocess.Popen[str], port: int) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                break
-            if self.socket_path.exists():
-                with (
-                    contextlib.suppress(OSError),
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5),
-                ):
-                    return
-            time.sleep(0.02)
-        text = (self.folder / "haproxy.log").read_text(errors="replace")
-        raise HairlineError(
-            f"HAProxy did not start on 127.0.0.1:{port} within {_START_TIMEOUT_S:.0f} s "
-            f"(exit status {proc.poll()}): {text.strip()[-2000:]}",
-            hint=f"run `{self.haproxy} -c -f {self.folder / 'haproxy.cfg'}` to check it",
-        )
-
     def _start_listening(self, name: str, command: list[str]) -> _Child:
         """Start a hairline-engine subcommand that prints ``listening on HOST:PORT`` first."""
         log = (self.folder / f"{name}.log").open("w")
@@ -253,16 +225,7 @@ backend {self.backend}
         return child
 
     def _stop(self, child: _Child) -> None:
-        proc = child.proc
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stdout is not None and not proc.stdout.closed:
-            proc.stdout.close()
+        stop_process(child.proc)
 
     def _stop_all(self) -> None:
         # HAProxy first, so that no request reaches a service that is going away.
@@ -272,6 +235,52 @@ backend {self.backend}
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+def start_haproxy(haproxy: Path, folder: Path, config: str, port: int) -> subprocess.Popen[str]:
+    """Write ``config`` to ``folder/haproxy.cfg``, start HAProxy in the foreground on it
+    (killed with its parent; its log in ``folder/haproxy.log``) and wait until its admin
+    socket ``folder/admin.sock`` exists and ``127.0.0.1:port`` accepts connections."""
+    path = folder / "haproxy.cfg"
+    path.write_text(config)
+    log = (folder / "haproxy.log").open("w")
+    proc = subprocess.Popen(
+        [str(haproxy), "-db", "-f", str(path)],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=child_setup(), cwd=folder,
+    )  # fmt: skip
+    log.close()
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        if (folder / "admin.sock").exists():
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", port), timeout=0.5),
+            ):
+                return proc
+        time.sleep(0.02)
+    stop_process(proc)
+    text = (folder / "haproxy.log").read_text(errors="replace")
+    raise HairlineError(
+        f"HAProxy did not start on 127.0.0.1:{port} within {_START_TIMEOUT_S:.0f} s "
+        f"(exit status {proc.poll()}): {text.strip()[-2000:]}",
+        hint=f"run `{haproxy} -c -f {path}` to check it",
+    )
+
+
+def stop_process(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, SIGKILL after a grace period, and the pipe closed."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout is not None and not proc.stdout.closed:
+        proc.stdout.close()
 
 
 def _free_port() -> int:

@@ -14,7 +14,15 @@ from typing import Protocol
 
 from hairline.errors import LoadBalancerError
 
-__all__ = ["MAX_WEIGHT", "HAProxyRuntime", "LoadBalancer", "share_of", "weights_for_share"]
+__all__ = [
+    "MAX_WEIGHT",
+    "HAProxyRuntime",
+    "LoadBalancer",
+    "runtime_command",
+    "share_of",
+    "stat_rows",
+    "weights_for_share",
+]
 
 #: HAProxy's largest server weight (``set server ... weight`` refuses more).
 MAX_WEIGHT = 256
@@ -97,23 +105,18 @@ class HAProxyRuntime:
             raise self._refused("; ".join(commands), "\n".join(problems))
 
     def _command(self, line: str) -> str:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(self.timeout_s)
-                conn.connect(str(self.socket_path))
-                conn.sendall(line.encode() + b"\n")
-                chunks = []
-                while chunk := conn.recv(65536):
-                    chunks.append(chunk)
-        except OSError as err:
-            raise LoadBalancerError(
-                f"cannot reach HAProxy's admin socket {self.socket_path}: {err}",
-                hint=(
-                    "check that HAProxy runs and that its config has "
-                    f"`stats socket {self.socket_path} level admin` (the [lb] socket field)"
-                ),
-            ) from err
-        return b"".join(chunks).decode(errors="replace")
+        return runtime_command(self.socket_path, line, timeout_s=self.timeout_s)
+
+    def set_states(self, states: Mapping[str, str]) -> None:
+        """Set the named servers' administrative states (``ready``, ``maint``, ``drain``),
+        all in one command line."""
+        if not states:
+            return
+        commands = [f"set server {self.backend}/{s} state {state}" for s, state in states.items()]
+        reply = self._command(";".join(commands))
+        problems = [line.strip() for line in reply.splitlines() if line.strip()]
+        if problems:
+            raise self._refused("; ".join(commands), "\n".join(problems))
 
     def _refused(self, command: str, reply: str) -> LoadBalancerError:
         return LoadBalancerError(
@@ -124,6 +127,41 @@ class HAProxyRuntime:
                 "is `level admin`"
             ),
         )
+
+
+def runtime_command(socket_path: Path, line: str, *, timeout_s: float = 2.0) -> str:
+    """One line of commands (``;``-separated) to HAProxy's admin socket, and its answer."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout_s)
+            conn.connect(str(socket_path))
+            conn.sendall(line.encode() + b"\n")
+            chunks = []
+            while chunk := conn.recv(65536):
+                chunks.append(chunk)
+    except OSError as err:
+        raise LoadBalancerError(
+            f"cannot reach HAProxy's admin socket {socket_path}: {err}",
+            hint=(
+                "check that HAProxy runs and that its config has "
+                f"`stats socket {socket_path} level admin` (the [lb] socket field)"
+            ),
+        ) from err
+    return b"".join(chunks).decode(errors="replace")
+
+
+def stat_rows(socket_path: Path) -> list[dict[str, str]]:
+    """``show stat``: one row per frontend, backend and server (``pxname``, ``svname``
+    (``BACKEND`` for a backend's own row), ``req_tot``, ``stot``, ``status``, ...)."""
+    reply = runtime_command(socket_path, "show stat")
+    lines = [line for line in reply.splitlines() if line.strip()]
+    if not lines or not lines[0].startswith("# "):
+        raise LoadBalancerError(
+            f"HAProxy ({socket_path}) answered `show stat` with {reply.strip()[:200]!r}",
+            hint="check that the socket is HAProxy's `stats socket ... level admin`",
+        )
+    header = lines[0][2:].split(",")
+    return [dict(zip(header, line.split(","), strict=False)) for line in lines[1:]]
 
 
 def share_of(weights: Mapping[str, int], servers_under_test: Sequence[str]) -> float:

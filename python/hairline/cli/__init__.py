@@ -5,7 +5,7 @@ the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (s
 report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``schedule`` (lab
 schedule ...), ``agent`` (agent start/stop), ``traffic`` (trace ...), ``record``,
 ``kraken``, ``serve``, ``ci`` (ci comment), ``web`` (token, service, gate), ``bisect``,
-``tune`` (tune, tuning list/show), ``attribute``.
+``tune`` (tune, tuning list/show), ``attribute``, ``route`` (route partition/fleet).
 """
 
 from hairline.cli import (  # noqa: F401  (each module registers its commands)
@@ -19,6 +19,7 @@ from hairline.cli import (  # noqa: F401  (each module registers its commands)
     kraken,
     lab,
     record,
+    route,
     run,
     schedule,
     serve,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -45,7 +46,9 @@ __all__ = [
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # {host}: the address the service must listen on (127.0.0.1 locally, the Ray node's IP on
 # the ray backend).
-START_PLACEHOLDERS = ("port", "host", "artifact", "cpus", "engine", "workdir", "arm")
+# {hairline}: this hairline as a command (`python -m hairline` of the interpreter that runs
+# the arm), for arms that are hairline processes themselves (`{hairline} route fleet ...`).
+START_PLACEHOLDERS = ("port", "host", "artifact", "cpus", "engine", "workdir", "arm", "hairline")
 
 
 class MetricConfig(TomlModel):
@@ -235,5 +238,12 @@ def start_command(service: ServiceConfig, arm: ArmConfig, values: dict[str, str]
     """The start command's words for one arm, placeholders filled, the arm's args appended.
 
     The template is split into words first, so a filled-in path with spaces stays one word.
+    A word that is just ``{hairline}`` becomes the interpreter's words ``python -m
+    hairline``, filled where the command runs (on a Ray node, that node's interpreter).
     """
-    return [*(word.format(**values) for word in shlex.split(service.start)), *arm.args]
+    command = [sys.executable, "-m", "hairline"]
+    values = {"hairline": shlex.join(command), **values}
+    words: list[str] = []
+    for word in shlex.split(service.start):
+        words += command if word == "{hairline}" else [word.format(**values)]
+    return [*words, *arm.args]
