@@ -112,7 +112,7 @@ pub struct SampleServiceArgs {
     #[arg(long, value_name = "N")]
     pub stall_every: Option<u64>,
     /// How long a stall holds its worker, in milliseconds (needs `--stall-every`).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub stall_ms: Option<f64>,
     /// Serve `/api/op/{k}` for k in 0..N, ops that run functions of their group (0: none).
     #[arg(long, value_name = "N", default_value_t = 0)]

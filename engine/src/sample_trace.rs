@@ -45,7 +45,7 @@ pub struct SampleTraceArgs {
     pub ops: Option<u32>,
     /// Zipf exponent of op popularity, op 0 the most popular (needs `--ops`) [default: 0,
     /// uniform].
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub op_zipf: Option<f64>,
 }
 

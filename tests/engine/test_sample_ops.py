@@ -1,0 +1,153 @@
+"""The sample service's op endpoints, code cache and stall knob, over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import SampleService, StartSampleService
+from hairline.engine import LoadPlan, run_load
+
+FOLDED_LINE = re.compile(r"^(/api/op/\d+);(op_(?:g\d+_f\d\d|common_\d)) (\d+)$")
+
+
+def get_all(svc: SampleService, paths: list[str]) -> None:
+    """GETs the paths one after another on one keep-alive connection, expecting 200s."""
+    conn = http.client.HTTPConnection(svc.host, svc.port, timeout=10)
+    try:
+        for path in paths:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            body = resp.read()
+            assert resp.status == 200, f"{path}: {resp.status} {body!r}"
+    finally:
+        conn.close()
+
+
+def miss_rate(svc: SampleService) -> float:
+    metrics = svc.metrics()
+    return metrics["sample_code_cache_misses_total"] / metrics["sample_code_cache_lookups_total"]
+
+
+def test_an_instance_given_one_groups_ops_misses_far_less_than_one_given_all(
+    sample_service: StartSampleService,
+) -> None:
+    flags = ("--threads", "1", "--work", "sleep", "--ops", "16", "--code-cache", "16")
+    routed, mixed = sample_service(*flags), sample_service(*flags)
+    # Group 0 of 4 is ops 0, 4, 8, 12: 12 functions of its own and 2 common ones fit in 16.
+    get_all(routed, [f"/api/op/{4 * (i % 4)}" for i in range(200)])
+    get_all(mixed, [f"/api/op/{i % 16}" for i in range(200)])
+    assert miss_rate(routed) < 0.02 < 0.3 < miss_rate(mixed)
+    # Each miss costs --miss-units (40) more work: the mixed instance does far more per op.
+    units = [svc.metrics()["sample_cpu_work_units_total"] for svc in (routed, mixed)]
+    assert units[1] > 1.5 * units[0], units
+
+
+def test_debug_profile_lists_each_op_with_its_groups_functions(
+    sample_service: StartSampleService,
+) -> None:
+    svc = sample_service("--ops", "8", "--op-groups", "2", "--code-cache", "4")
+    get_all(svc, [f"/api/op/{k}" for k in range(6)])
+    conn = http.client.HTTPConnection(svc.host, svc.port, timeout=10)
+    conn.request("GET", "/debug/profile")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("Content-Type", "").startswith("text/plain")
+    profile = resp.read().decode()
+    conn.close()
+    functions: dict[str, set[str]] = {}
+    for line in profile.splitlines():
+        match = FOLDED_LINE.match(line)
+        assert match, line
+        functions.setdefault(match[1], set()).add(match[2])
+        assert int(match[3]) > 0
+    # Only the ops that ran; each with the 2 common functions and 8 of its group's 12.
+    assert sorted(functions) == [f"/api/op/{k}" for k in range(6)]
+    for op, names in functions.items():
+        group = int(op.rsplit("/", 1)[1]) % 2
+        assert {"op_common_0", "op_common_1"} <= names
+        own = names - {"op_common_0", "op_common_1"}
+        assert len(own) == 8 and all(n.startswith(f"op_g{group}_f") for n in own), names
+
+
+def test_ops_beyond_the_flag_are_not_found(sample_service: StartSampleService) -> None:
+    plain, with_ops = sample_service(), sample_service("--ops", "4")
+    assert plain.get("/api/op/0")[0] == 404
+    assert plain.get("/debug/profile") == (200, "")
+    status, body = with_ops.get("/api/op/3")
+    assert status == 200 and json.loads(body)["endpoint"] == "/api/op/3"
+    for path in ("/api/op/4", "/api/op/03", "/api/op/x"):
+        assert with_ops.get(path)[0] == 404, path
+    metrics = with_ops.metrics()
+    assert metrics['sample_requests_total{endpoint="/api/op",status="200"}'] == 1
+    assert metrics["sample_code_cache_lookups_total"] == 0  # no --code-cache
+
+
+def test_a_stall_moves_the_tail_and_leaves_the_median(
+    sample_service: StartSampleService, engine_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HAIRLINE_ENGINE", str(engine_path))
+    flags = ("--threads", "2", "--work", "sleep")
+    base = sample_service(*flags)
+    stalled = sample_service(*flags, "--stall-every", "100", "--stall-ms", "30")
+    # Lockstep: both get the same request ids, so the stalls fall on the same requests of
+    # every run; one user, so every request does the same work.
+    result = run_load(
+        LoadPlan(
+            targets=(("base", base.url), ("stalled", stalled.url)),
+            paths=("/api/profile?user=1",),
+            rate_per_s=500,
+            duration_s=1.5,
+            spin_us=0,
+        )
+    )
+    a, b = result.targets["base"].latency_us, result.targets["stalled"].latency_us
+    assert b.p999 > a.p999 + 20_000, (a, b)
+    assert b.p50 == pytest.approx(a.p50, rel=0.15), (a, b)
+    stalls = stalled.metrics()["sample_stalls_total"]
+    assert 3 <= stalls <= 16, stalls  # about 750 / 100
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--stall-every", "300"], "--stall-every 300"),
+        (["--stall-ms", "20"], "--stall-ms 20"),
+        (["--stall-every", "1", "--stall-ms", "20"], "--stall-every 1"),
+        (["--stall-every", "300", "--stall-ms", "0"], "--stall-ms 0"),
+        (["--stall-every", "300", "--stall-ms", "-5"], "--stall-ms -5"),
+        (["--code-cache", "16"], "--code-cache 16"),
+        (["--ops", "8", "--op-groups", "9"], "--op-groups 9"),
+        (["--ops", "8", "--code-cache", "0"], "--code-cache 0"),
+        (["--ops", "8", "--miss-units", "5"], "--miss-units 5"),
+    ],
+)
+def test_bad_op_and_stall_flags_fail_clearly(
+    engine_path: Path, flags: list[str], expected: str
+) -> None:
+    result = subprocess.run(
+        [str(engine_path), "sample-service", "--port", "0", *flags],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert result.returncode == 2
+    assert expected in result.stderr, result.stderr
+
+
+def test_sample_trace_of_ops_is_zipf_in_the_op(engine_path: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ops.jsonl"
+    command = [str(engine_path), "sample-trace", "--requests", "2000", "--ops", "8"]
+    subprocess.run([*command, "--op-zipf", "1.5", "-o", str(out)], check=True, timeout=10)
+    header, *lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert header["ops"] == 8 and header["op_zipf"] == 1.5
+    paths = [r["path"] for r in lines]
+    assert all(r["endpoint"] == r["path"] for r in lines)
+    assert set(paths) <= {f"/api/op/{k}" for k in range(8)}
+    assert paths.count("/api/op/0") > 4 * paths.count("/api/op/7")
+    refused = subprocess.run([*command, "--op-zipf", "-1", "-o", str(out)], capture_output=True)
+    assert refused.returncode == 2 and b"--op-zipf -1" in refused.stderr
