@@ -269,6 +269,15 @@ def test_sigterm_stops_the_service_cleanly(sample_service: StartSampleService) -
         (["--regress-mem", "-5"], "--regress-mem"),
         (["--work", "gpu"], "--work"),
         (["--cache", "notaport"], "--cache notaport"),
+        (["--stall-every", "300"], "--stall-every 300"),
+        (["--stall-ms", "20"], "--stall-ms 20"),
+        (["--stall-every", "1", "--stall-ms", "20"], "--stall-every 1"),
+        (["--stall-every", "300", "--stall-ms", "0"], "--stall-ms 0"),
+        (["--stall-every", "300", "--stall-ms", "-5"], "--stall-ms -5"),
+        (["--code-cache", "16"], "--code-cache 16"),
+        (["--ops", "8", "--op-groups", "9"], "--op-groups 9"),
+        (["--ops", "8", "--code-cache", "0"], "--code-cache 0"),
+        (["--ops", "8", "--miss-units", "5"], "--miss-units 5"),
     ],
 )
 def test_bad_flags_fail_clearly(engine_path: Path, flags: list[str], expected: str) -> None:
