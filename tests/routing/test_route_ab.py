@@ -1,0 +1,43 @@
+"""Semantic routing against round-robin as an ordinary experiment through the lab
+(examples/routing/experiment.toml): each arm is a `hairline route fleet` of four sample
+services whose code cache misses burn CPU; semantic routing must lower CPU per request with
+an interval that excludes 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hairline.capacity.fleet import HAPROXY
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "routing"
+
+
+@pytest.mark.slow
+def test_semantic_routing_lowers_cpu_per_request_through_the_lab(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    if not HAPROXY.exists():
+        pytest.skip("HAProxy is not installed")
+    folder = tmp_path / "routing"
+    shutil.copytree(EXAMPLE, folder)
+    out = tmp_path / "report.json"
+    env = {**os.environ, "HAIRLINE_ENGINE": str(engine_path)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "hairline", "run", str(folder / "experiment.toml"), "--json",
+         str(out), "--home", str(tmp_path / "home")],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    # An improvement is not a regression: exit status 0.
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
+    assert cpu["verdict"] == "improvement", cpu
+    assert cpu["ci_rel"][1] < 0, cpu
