@@ -25,12 +25,22 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from hairline.engine import find_engine
 from hairline.errors import HairlineError
 from hairline.procs import child_setup
 
-__all__ = ["HAPROXY", "FleetSpec", "LocalFleet", "start_haproxy", "stop_process"]
+__all__ = [
+    "HAPROXY",
+    "FleetSpec",
+    "FolderOfChildren",
+    "LocalFleet",
+    "haproxy_head",
+    "require_haproxy",
+    "start_haproxy",
+    "stop_process",
+]
 
 HAPROXY = Path("/usr/sbin/haproxy")
 _LISTENING = re.compile(r"^listening on (?P<host>.+):(?P<port>\d+)$")
@@ -82,8 +92,50 @@ class _Child:
     address: str = ""
 
 
+class FolderOfChildren:
+    """What a loopback fleet shares: HAProxy required, a temporary folder for its configs,
+    sockets and logs, children started on ``with`` entry and stopped on every path out. A
+    subclass starts them in :meth:`_start_all` and stops them in :meth:`_stop_children`."""
+
+    haproxy: Path
+    folder: Path
+    _tmp: tempfile.TemporaryDirectory[str] | None
+    _folder_prefix = "hairline-fleet-"
+
+    def __enter__(self) -> Self:
+        require_haproxy(self.haproxy)
+        self._tmp = tempfile.TemporaryDirectory(prefix=self._folder_prefix)
+        self.folder = Path(self._tmp.name)
+        try:
+            self._start_all()
+        except BaseException:
+            self._stop_all()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop_all()
+
+    def _start_all(self) -> None:
+        raise NotImplementedError
+
+    def _stop_children(self) -> None:
+        raise NotImplementedError
+
+    def _stop_all(self) -> None:
+        self._stop_children()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
 @dataclass
-class LocalFleet:
+class LocalFleet(FolderOfChildren):
     """The running fleet::
 
     with LocalFleet(FleetSpec(servers=4)) as fleet:
@@ -120,29 +172,6 @@ class LocalFleet:
     def pids(self) -> list[int]:
         return [c.proc.pid for c in self._children]
 
-    def __enter__(self) -> LocalFleet:
-        if not self.haproxy.exists():
-            raise HairlineError(
-                f"HAProxy not found at {self.haproxy}",
-                hint="install it (`make sysdeps`, or `apt-get install haproxy`)",
-            )
-        self._tmp = tempfile.TemporaryDirectory(prefix="hairline-fleet-")
-        self.folder = Path(self._tmp.name)
-        try:
-            self._start_all()
-        except BaseException:
-            self._stop_all()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop_all()
-
     def _start_all(self) -> None:
         binary = str(self.engine or find_engine())
         spec = self.spec
@@ -175,21 +204,9 @@ class LocalFleet:
             f"    server {name} {self.addresses[name]} weight {weight}"
             for name, weight in self.original_weights.items()
         )
-        return f"""\
-global
-    stats socket {self.socket_path} mode 600 level admin
-    maxconn 4000
-    nbthread 1
-
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-    option http-keep-alive
-
-frontend users
-    bind 127.0.0.1:{port}
+        return (
+            haproxy_head(self.socket_path, port)
+            + f"""\
     default_backend {self.backend}
 
 backend {self.backend}
@@ -197,6 +214,7 @@ backend {self.backend}
     http-reuse always
 {servers}
 """
+        )
 
     def _start_listening(self, name: str, command: list[str]) -> _Child:
         """Start a hairline-engine subcommand that prints ``listening on HOST:PORT`` first."""
@@ -227,14 +245,40 @@ backend {self.backend}
     def _stop(self, child: _Child) -> None:
         stop_process(child.proc)
 
-    def _stop_all(self) -> None:
+    def _stop_children(self) -> None:
         # HAProxy first, so that no request reaches a service that is going away.
         for child in reversed(self._children):
             self._stop(child)
         self._children.clear()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+
+
+def require_haproxy(haproxy: Path) -> None:
+    if not haproxy.exists():
+        raise HairlineError(
+            f"HAProxy not found at {haproxy}",
+            hint="install it (`make sysdeps`, or `apt-get install haproxy`)",
+        )
+
+
+def haproxy_head(socket_path: Path, port: int) -> str:
+    """A loopback fleet's HAProxy configuration up to its frontend's bind line: the admin
+    socket (``level admin``: weights and states change through it), HTTP keep-alive."""
+    return f"""\
+global
+    stats socket {socket_path} mode 600 level admin
+    maxconn 4000
+    nbthread 1
+
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    option http-keep-alive
+
+frontend users
+    bind 127.0.0.1:{port}
+"""
 
 
 def start_haproxy(haproxy: Path, folder: Path, config: str, port: int) -> subprocess.Popen[str]:

@@ -16,11 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from hairline.arms.local import free_port, wait_http_ok
-from hairline.capacity.fleet import HAPROXY, start_haproxy, stop_process
-from hairline.errors import ArmFailed, ConfigError, DataError, HairlineError
+from hairline.capacity.fleet import HAPROXY, FolderOfChildren, start_haproxy, stop_process
+from hairline.errors import ArmFailed, ConfigError, DataError
 from hairline.procs import child_setup
 from hairline.routing import balancer
 from hairline.routing.haproxy import POLICIES, HAProxyRouter, haproxy_config
@@ -98,7 +97,7 @@ class FleetOptions:
 
 
 @dataclass
-class RoutingFleet:
+class RoutingFleet(FolderOfChildren):
     """The running fleet::
 
     with RoutingFleet(options) as fleet:
@@ -114,6 +113,7 @@ class RoutingFleet:
     _instances: list[subprocess.Popen[str]] = field(init=False, default_factory=list)
     _haproxy: subprocess.Popen[str] | None = field(init=False, default=None)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(init=False, default=None)
+    _folder_prefix = "hairline-route-"
     _last_requests: dict[str, int] = field(init=False, default_factory=dict)
 
     @property
@@ -134,30 +134,7 @@ class RoutingFleet:
         every = [*self._instances, *([self._haproxy] if self._haproxy else [])]
         return [p.pid for p in every]
 
-    def __enter__(self) -> RoutingFleet:
-        if not self.haproxy.exists():
-            raise HairlineError(
-                f"HAProxy not found at {self.haproxy}",
-                hint="install it (`make sysdeps`, or `apt-get install haproxy`)",
-            )
-        self._tmp = tempfile.TemporaryDirectory(prefix="hairline-route-")
-        self.folder = Path(self._tmp.name)
-        try:
-            self._start()
-        except BaseException:
-            self._stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop()
-
-    def _start(self) -> None:
+    def _start_all(self) -> None:
         options = self.options
         for i in range(1, options.instances + 1):
             name, port = f"s{i}", free_port()
@@ -232,15 +209,12 @@ class RoutingFleet:
                 on_step(state)
             done += 1
 
-    def _stop(self) -> None:
+    def _stop_children(self) -> None:
         # HAProxy first, so that no request reaches an instance that is going away.
         if self._haproxy is not None:
             stop_process(self._haproxy)
         for proc in self._instances:
             stop_process(proc)
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
 
 def describe(state: balancer.BalancerState) -> str:

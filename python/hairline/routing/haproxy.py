@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from hairline.capacity.fleet import haproxy_head
 from hairline.capacity.lb import HAProxyRuntime, stat_rows
 from hairline.routing.balancer import Placement
 from hairline.routing.partition import Partitioning
@@ -52,22 +53,7 @@ def haproxy_config(
 ) -> str:
     """The whole configuration: semantic when given a partitioning and its placement on
     ``servers`` (name -> ``host:port``), round-robin otherwise."""
-    head = f"""\
-global
-    stats socket {socket_path} mode 600 level admin
-    maxconn 4000
-    nbthread 1
-
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-    option http-keep-alive
-
-frontend users
-    bind 127.0.0.1:{port}
-"""
+    head = haproxy_head(socket_path, port)
     if partitioning is None or placement is None:
         every = "".join(f"    server {name} {address}\n" for name, address in servers.items())
         return head + f"    default_backend all\n\nbackend all\n    balance roundrobin\n{every}"
