@@ -23,6 +23,9 @@ from hairline.capacity.fleet import HAPROXY
 from hairline.routing.fleet import FleetOptions, RoutingFleet
 from hairline.routing.partition import Partition, Partitioning, partitioning_json
 
+# Real processes: four sample services and HAProxy for the module.
+pytestmark = pytest.mark.slow
+
 PATHS = ("/api/feed", "/api/search", "/api/profile")
 PARTITIONS = Partitioning(
     (
@@ -76,7 +79,7 @@ def served(fleet: RoutingFleet) -> dict[str, dict[str, float]]:
         conn.close()
         out[name] = {
             path: metrics.get(f'sample_requests_total{{endpoint="{path}",status="200"}}', 0.0)
-            for path in ("/api/feed", "/api/search", "/api/profile")
+            for path in PATHS
         }
     return out
 
@@ -85,10 +88,7 @@ def test_each_partition_reaches_only_its_hosts(fleet: RoutingFleet) -> None:
     before = served(fleet)
     send(fleet, {"/api/feed": 60, "/api/search": 30, "/api/profile": 30})
     after = served(fleet)
-    got = {
-        path: {s for s in after if after[s][path] > before[s][path]}
-        for path in ("/api/feed", "/api/search", "/api/profile")
-    }
+    got = {path: {s for s in after if after[s][path] > before[s][path]} for path in PATHS}
     # The start placement: p0 (feed, half the load) on s1 and s2, p1 on s3, p2 on s4;
     # random(2) uses both of p0's hosts.
     assert got == {"/api/feed": {"s1", "s2"}, "/api/search": {"s3"}, "/api/profile": {"s4"}}
@@ -139,7 +139,6 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-@pytest.mark.slow
 def test_route_fleet_leaves_nothing_behind_after_sigterm(engine_path: Path, tmp_path: Path) -> None:
     if not HAPROXY.exists():
         pytest.skip("HAProxy is not installed")

@@ -28,7 +28,7 @@ def test_planted_partitions_are_recovered(seed: int) -> None:
 @pytest.mark.parametrize(("groups", "seed"), [(3, 0), (4, 1), (5, 2), (6, 3)])
 def test_choose_k_finds_the_planted_number(groups: int, seed: int) -> None:
     profile, _ = planted_profile(groups=groups, seed=seed)
-    k, curve = choose_k(profile, 10)
+    k, curve = choose_k(profile, groups + 3)
     assert k == groups
     # The curve falls steeply to K and slowly after it.
     assert curve[0] > 2.5 * curve[groups - 1]
