@@ -95,9 +95,17 @@ class HAProxyRuntime:
                     f"weight {weight} for {self.backend}/{server} is outside 0..{MAX_WEIGHT}",
                     hint="HAProxy weights are integers from 0 to 256",
                 )
-        if not weights:
+        self._set_servers("weight", {s: str(w) for s, w in weights.items()})
+
+    def set_states(self, states: Mapping[str, str]) -> None:
+        """Set the named servers' administrative states (``ready``, ``maint``, ``drain``),
+        all in one command line."""
+        self._set_servers("state", states)
+
+    def _set_servers(self, what: str, values: Mapping[str, str]) -> None:
+        if not values:
             return
-        commands = [f"set server {self.backend}/{s} weight {w}" for s, w in weights.items()]
+        commands = [f"set server {self.backend}/{s} {what} {v}" for s, v in values.items()]
         reply = self._command(";".join(commands))
         # Success is an empty answer per command; HAProxy's refusals are sentences.
         problems = [line.strip() for line in reply.splitlines() if line.strip()]
@@ -106,17 +114,6 @@ class HAProxyRuntime:
 
     def _command(self, line: str) -> str:
         return runtime_command(self.socket_path, line, timeout_s=self.timeout_s)
-
-    def set_states(self, states: Mapping[str, str]) -> None:
-        """Set the named servers' administrative states (``ready``, ``maint``, ``drain``),
-        all in one command line."""
-        if not states:
-            return
-        commands = [f"set server {self.backend}/{s} state {state}" for s, state in states.items()]
-        reply = self._command(";".join(commands))
-        problems = [line.strip() for line in reply.splitlines() if line.strip()]
-        if problems:
-            raise self._refused("; ".join(commands), "\n".join(problems))
 
     def _refused(self, command: str, reply: str) -> LoadBalancerError:
         return LoadBalancerError(
