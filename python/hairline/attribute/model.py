@@ -26,7 +26,8 @@ weighted row, so a refit costs treatments times distinct values, not requests, a
 replicate's weights are one product of its run multiplicities with the runs' counts. When
 the model is saturated (as many terms as treatments) the fit is the treatments' own
 quantiles mapped through the inverse design; only other designs go through the quantile
-regression of stats/quantreg.py.
+regression of stats/quantreg.py (attribute/grouped.py, which refits each replicate on
+windows of values around the point fit).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
+from hairline.attribute.grouped import grouped_fit
 from hairline.errors import ConfigError, DataError
-from hairline.stats.quantreg import fit_quantile
 
 __all__ = ["Attribution", "Effect", "QuantileAttribution", "attribute"]
 
@@ -146,7 +147,7 @@ def attribute(
     if saturated:
         fits = _saturated_fits(design, cells, replicate_counts, quantiles)
     else:
-        fits = [_regression_fit(design, cells, replicate_counts, q) for q in quantiles]
+        fits = [grouped_fit(design, cells, replicate_counts, q) for q in quantiles]
     out = []
     for q, (coef, replicates) in zip(quantiles, fits, strict=True):
         replicates = coef + inflation * (replicates - coef)
@@ -422,24 +423,6 @@ def _saturated_fits(
         axis=1,
     )
     return [(inverse @ point[i], replicates[i].T @ inverse.T) for i in range(len(quantiles))]
-
-
-def _regression_fit(
-    design: NDArray[np.float64],
-    cells: Sequence[tuple[NDArray[np.float64], NDArray[np.float64]]],
-    replicate_counts: Sequence[NDArray[np.float64]],
-    q: float,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    X = np.repeat(design, [v.size for v, _ in cells], axis=0)
-    y = np.concatenate([v for v, _ in cells])
-    point = fit_quantile(X, y, q, weights=np.concatenate([c.sum(axis=0) for _, c in cells]))
-    replicates = np.array(
-        [
-            fit_quantile(X, y, q, weights=np.concatenate(weights), start=point.coef).coef
-            for weights in zip(*replicate_counts, strict=True)
-        ]
-    )
-    return point.coef, replicates
 
 
 def _shares(estimates: NDArray[np.float64], grid_codes: NDArray[np.float64]) -> list[float]:

@@ -234,9 +234,7 @@ def _solve(normal: NDArray[np.float64], rhs: NDArray[np.float64]) -> NDArray[np.
 def _step(v: NDArray[np.float64], dv: NDArray[np.float64]) -> float:
     """The longest step along ``dv`` that keeps ``v`` positive."""
     falling = dv < 0
-    if not np.any(falling):
-        return 1e20
-    return float(np.min(-v[falling] / dv[falling]))
+    return float(np.min(-v[falling] / dv[falling], initial=1e20))
 
 
 def _preprocessed(
