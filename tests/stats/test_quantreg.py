@@ -41,10 +41,11 @@ def statsmodels_loss(X, y, q, weights=None):
 
 @pytest.mark.parametrize("q", [0.5, 0.9, 0.99])
 def test_known_coefficients_are_recovered(q):
-    X, y = problem(seed=1, rows=20_000)
+    X, y = problem(seed=1, rows=10_000)
     fit = fit_quantile(X, y, q)
     assert fit.converged
-    np.testing.assert_allclose(fit.coef, true_coef(q), atol=0.3 if q == 0.99 else 0.1)
+    # At least 2.4 standard errors of each coefficient at 10,000 rows (QuantReg's bse).
+    np.testing.assert_allclose(fit.coef, true_coef(q), atol=0.4 if q == 0.99 else 0.2)
     assert fit.loss == pytest.approx(check_loss(X, y, fit.coef, q))
 
 
@@ -59,23 +60,20 @@ def test_a_large_problem_takes_the_preprocessing_path_to_the_same_optimum():
     assert again.loss == pytest.approx(fit.loss, rel=1e-7)
 
 
-def test_weights_count_repeated_rows():
-    X, y = problem(seed=3, rows=400)
-    counts = np.random.default_rng(3).integers(0, 4, size=400)
-    weighted = fit_quantile(X, y, 0.9, weights=counts)
-    repeated = fit_quantile(np.repeat(X, counts, axis=0), np.repeat(y, counts), 0.9)
+@pytest.mark.parametrize(
+    ("rows", "q", "fewest"),
+    # Some rows of weight 0 on the direct path; past 20,000 rows, the preprocessing path.
+    [(400, 0.9, 0), (30_000, 0.99, 1)],
+)
+def test_weights_count_repeated_rows(rows, q, fewest):
+    X, y = problem(seed=3, rows=rows)
+    counts = np.random.default_rng(3).integers(fewest, 4, size=rows)
+    weighted = fit_quantile(X, y, q, weights=counts)
+    repeated = fit_quantile(np.repeat(X, counts, axis=0), np.repeat(y, counts), q)
 
     assert weighted.loss == pytest.approx(repeated.loss, rel=1e-8)
-    np.testing.assert_allclose(weighted.coef, repeated.coef, atol=1e-5)
-    assert weighted.loss == pytest.approx(check_loss(X, y, weighted.coef, 0.9, counts))
-
-
-def test_weights_count_repeated_rows_on_the_preprocessing_path_too():
-    X, y = problem(seed=4, rows=30_000)
-    counts = np.random.default_rng(4).integers(1, 3, size=30_000)
-    weighted = fit_quantile(X, y, 0.99, weights=counts)
-    repeated = fit_quantile(np.repeat(X, counts, axis=0), np.repeat(y, counts), 0.99)
-    assert weighted.loss == pytest.approx(repeated.loss, rel=1e-8)
+    np.testing.assert_allclose(weighted.coef, repeated.coef, atol=1e-4)
+    assert weighted.loss == pytest.approx(check_loss(X, y, weighted.coef, q, counts))
 
 
 @pytest.mark.parametrize(("seed", "q"), [(5, 0.5), (6, 0.9), (7, 0.99), (8, 0.999)])

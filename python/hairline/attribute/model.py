@@ -16,9 +16,14 @@ Requests of one run are not independent (a slow host, a long pause, a warm cache
 by the run), so the intervals come from a clustered bootstrap: each replicate resamples the
 runs of every treatment with replacement, within the treatment so that every term stays
 estimable, refits, and the interval is the percentile interval of the replicates. With few
-runs a resample of runs varies by a factor ``(R - 1) / R`` less than new runs would, so the
-replicates' deviations from the estimate are scaled by ``sqrt(R / (R - 1))``, ``R`` the
-harmonic mean of runs per treatment (the small-cluster correction of stats/bootstrap.py).
+runs a resample of runs varies by a factor ``(R - 1) / R`` less than new runs would, and
+its spread is itself uncertain, so the replicates' deviations from the estimate are scaled
+by ``sqrt(R / (R - 1))`` (``R`` the harmonic mean of runs per treatment) times
+``t(runs - treatments) / z`` at the interval's level, as stats/bootstrap.py corrects for few
+clusters. Measured on the tests' simulation (2x2 design, 200 seeds, 95% intervals at p50
+and p99, 6,000 requests): 181 to 195 of 200 cover per term with 2, 3, 6 or 10 runs per
+treatment; with 2 runs the plain percentile interval covers 146-159, with the first factor
+alone 167-178; with 6 runs, plain 179-190.
 
 Speed: latencies are rounded to a relative precision of 0.1% (each moves by 0.05% at most,
 as in an HDR histogram of 3 significant digits) and identical (run, value) pairs become one
