@@ -6,27 +6,10 @@ report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``schedule
 schedule ...), ``agent`` (agent start/stop), ``traffic`` (trace ...), ``record``,
 ``kraken``, ``serve``, ``ci`` (ci comment), ``web`` (token, service, gate), ``bisect``,
 ``tune`` (tune, tuning list/show), ``attribute``, ``route`` (route partition/fleet).
+A module is imported when its command is looked up (``_base.COMMAND_MODULES``), so a
+command pays only for what it uses.
 """
 
-from hairline.cli import (  # noqa: F401  (each module registers its commands)
-    agent,
-    analysis,
-    attribute,
-    bisect,
-    ci,
-    demo,
-    experiments,
-    kraken,
-    lab,
-    record,
-    route,
-    run,
-    schedule,
-    serve,
-    traffic,
-    tune,
-    web,
-)
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, EXIT_WAITING, main
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "EXIT_WAITING", "main"]

@@ -7,6 +7,7 @@ exit 2.
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 import threading
@@ -19,7 +20,16 @@ from rich.console import Console
 from hairline import __version__
 from hairline.errors import HairlineError
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_REGRESSION", "EXIT_WAITING", "console", "main"]
+__all__ = [
+    "COMMAND_MODULES",
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_REGRESSION",
+    "EXIT_WAITING",
+    "console",
+    "load_all_commands",
+    "main",
+]
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -33,7 +43,52 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+# Each command and the modules that define it and its subcommands. A module is imported
+# only when its command runs: `hairline route fleet`, which the lab starts once per arm and
+# batch, then starts in a fraction of a second instead of importing scipy and the lab.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "aa": ("run",),
+    "agent": ("agent",),
+    "analyze": ("analysis",),
+    "attribute": ("attribute",),
+    "bisect": ("bisect",),
+    "cancel": ("experiments",),
+    "ci": ("ci",),
+    "demo": ("demo",),
+    "gate": ("web",),
+    "kraken": ("kraken",),
+    "lab": ("lab", "schedule"),
+    "plan": ("analysis",),
+    "record": ("record",),
+    "report": ("experiments",),
+    "route": ("route",),
+    "run": ("run",),
+    "serve": ("serve",),
+    "service": ("web",),
+    "status": ("experiments",),
+    "token": ("web",),
+    "trace": ("traffic",),
+    "tune": ("tune",),
+    "tuning": ("tune",),
+}
+
+
+def load_all_commands() -> None:
+    """Import every command's module (for what lists or documents them all)."""
+    for modules in COMMAND_MODULES.values():
+        for module in modules:
+            importlib.import_module(f"hairline.cli.{module}")
+
+
 class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        for module in COMMAND_MODULES.get(cmd_name, ()):
+            importlib.import_module(f"hairline.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
     def invoke(self, ctx: click.Context) -> Any:
         # SIGTERM (a CI runner's timeout, `kill`, a container stopping) takes the same path
         # as Ctrl-C: arms and their cgroups stopped, hosts released, the experiment failed.
