@@ -24,10 +24,10 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_the_example_reads_as_a_two_by_two_design() -> None:
     spec = load_attribution_file(EXAMPLES / "attribute.toml")
-    assert spec.levels == {"cpu": ("0", "0.5"), "stall": ("off", "on")}
+    assert spec.levels == {"cpu": ("0", "1"), "stall": ("off", "on")}
     assert len(spec.treatments) == 4
-    arm = spec.arm({"cpu": "0.5", "stall": "on"})
-    assert arm.args[-6:] == ["--regress-cpu", "0.5", "--stall-every", "1000", "--stall-ms", "10"]
+    arm = spec.arm({"cpu": "1", "stall": "on"})
+    assert arm.args[-6:] == ["--regress-cpu", "1", "--stall-every", "400", "--stall-ms", "10"]
     assert spec.arm({"cpu": "0", "stall": "off"}).args[-2:] == ["--regress-cpu", "0"]
     assert spec.experiment.load.arrival == "poisson"
 
