@@ -20,11 +20,10 @@ from hairline.attribute.design import (
     full_factorial,
     parse_generator,
 )
-from hairline.capacity.tomlcheck import Problems, Report, read_toml
+from hairline.capacity.tomlcheck import Problems, Report, read_model
 from hairline.config import ArmConfig, ExperimentConfig
 from hairline.config.sections import LoadConfig, TomlModel
-from hairline.errors import ConfigError
-from hairline.lab.files import load_experiment_file
+from hairline.tune.config import load_named_experiment
 
 __all__ = ["AttributionSpec", "Factor", "load_attribution_file"]
 
@@ -229,19 +228,12 @@ def _known_fields(table: tuple[str, ...]) -> list[str]:
 def load_attribution_file(path: Path) -> AttributionSpec:
     """Read an attribution file and the experiment file it names; every problem at once."""
     problems = Problems()
-    text, data = read_toml(path, problems)
-    problems.raise_if_any(path, _HINT)
-    try:
-        parsed = _AttributionFile.model_validate(data)
-    except ValidationError as err:
-        problems.validation(path, text, err, _known_fields)
-        problems.raise_if_any(path, _HINT)
-        raise AssertionError("a validation error reports a problem") from err
+    text, parsed = read_model(path, _AttributionFile, problems, _known_fields, _HINT)
 
     def report(loc: tuple[str, ...], message: str, fix: str) -> None:
         problems.at(path, text, loc, message, fix)
 
-    experiment = _experiment(path.parent / parsed.experiment, report)
+    experiment = load_named_experiment(path.parent / parsed.experiment, report)
     factors = [_factor(n, t, report) for n, t in parsed.factors.items()]
     known = tuple(f for f in factors if f is not None)
     generators = _generators(parsed.design, report)
@@ -261,17 +253,6 @@ def load_attribution_file(path: Path) -> AttributionSpec:
         design=parsed.design,
         analysis=parsed.analysis,
     )
-
-
-def _experiment(path: Path, report: Report) -> ExperimentConfig | None:
-    try:
-        return load_experiment_file(path)
-    except ConfigError as err:
-        lines = err.message.splitlines()
-        what = " / ".join(lines[1:4]) if len(lines) > 1 else err.message
-        report(("experiment",), f"the experiment file has problems: {what}",
-               err.hint or "fix the experiment file")  # fmt: skip
-        return None
 
 
 def _generators(design: DesignTable, report: Report) -> list[Generator]:

@@ -10,16 +10,17 @@ import difflib
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 # Config's reporter, so that Kraken's files and experiment files word their problems alike.
 from hairline.config.load import _Problems
 from hairline.errors import ConfigError
 
-__all__ = ["Problems", "Report", "read_toml"]
+__all__ = ["Problems", "Report", "read_model", "read_toml"]
 
+Model = TypeVar("Model", bound=BaseModel)
 Report = Callable[[tuple[str, ...], str, str], None]
 """A problem of the field at a location: (loc, what is wrong, the fix)."""
 
@@ -68,3 +69,22 @@ def read_toml(path: Path, problems: Problems, *, field: str = "file") -> tuple[s
             str(path), getattr(err, "lineno", None), "toml", str(err), "fix the TOML syntax"
         )
         return text, {}
+
+
+def read_model(
+    path: Path,
+    model: type[Model],
+    problems: Problems,
+    known_fields: Callable[[tuple[str, ...]], Sequence[str]],
+    hint: str,
+) -> tuple[str, Model]:
+    """A file's text and its table validated as ``model``; a missing file, bad TOML or any
+    field's problem raises every problem at once (with ``hint``)."""
+    text, data = read_toml(path, problems)
+    problems.raise_if_any(path, hint)
+    try:
+        return text, model.model_validate(data)
+    except ValidationError as err:
+        problems.validation(path, text, err, known_fields)
+        problems.raise_if_any(path, hint)
+        raise AssertionError("a validation error reports a problem") from err

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import jinja2
 from jinja2 import meta
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from hairline.capacity.tomlcheck import Problems, read_toml
+from hairline.capacity.tomlcheck import Problems, Report, read_model
 from hairline.config import ExperimentConfig
 from hairline.config.policy import BUILTIN_DIRECTIONS
 from hairline.config.sections import TomlModel
@@ -38,6 +38,7 @@ __all__ = [
     "ApplyTable",
     "ClustersTable",
     "TuningSpec",
+    "load_named_experiment",
     "load_tuning_file",
 ]
 
@@ -298,20 +299,13 @@ def _known_fields(table: tuple[str, ...]) -> list[str]:
 def load_tuning_file(path: Path) -> TuningSpec:
     """Read a tuning file and the experiment file it names; every problem at once."""
     problems = Problems()
-    text, data = read_toml(path, problems)
-    problems.raise_if_any(path, _HINT)
-    try:
-        parsed = _TuningFile.model_validate(data)
-    except ValidationError as err:
-        problems.validation(path, text, err, _known_fields)
-        problems.raise_if_any(path, _HINT)
-        raise AssertionError("a validation error reports a problem") from err
+    text, parsed = read_model(path, _TuningFile, problems, _known_fields, _HINT)
 
     def report(loc: tuple[str, ...], message: str, fix: str) -> None:
         problems.at(path, text, loc, message, fix)
 
     here = path.parent
-    experiment = _experiment(here / parsed.experiment, report)
+    experiment = load_named_experiment(here / parsed.experiment, report)
     params = {name: _param(name, table, report) for name, table in parsed.params.items()}
     space = Space(
         tuple(p for p in params.values() if p is not None),
@@ -354,7 +348,9 @@ def load_tuning_file(path: Path) -> TuningSpec:
     )
 
 
-def _experiment(path: Path, report: Any) -> ExperimentConfig | None:
+def load_named_experiment(path: Path, report: Report) -> ExperimentConfig | None:
+    """The experiment file a tuning (or attribution) file names, or None after reporting
+    its problems as the naming field's."""
     try:
         return load_experiment_file(path)
     except ConfigError as err:
