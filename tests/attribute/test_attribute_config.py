@@ -115,3 +115,40 @@ generators = ["c = a*b"]
 def test_an_unknown_field_gets_a_did_you_mean(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="did you mean 'levels'"):
         load_attribution_file(write(tmp_path, '[factors.a]\nlevel = [1, 2]\nargs = ["{value}"]\n'))
+
+
+def test_a_template_is_rendered_per_treatment_and_its_path_passed(tmp_path: Path) -> None:
+    (tmp_path / "svc.conf.j2").write_text("workers = {{ workers }}\nmode = {{ mode }}\n")
+    path = write(tmp_path, """
+[template]
+file = "svc.conf.j2"
+name = "svc.conf"
+args = ["--config", "{config_file}"]
+[factors.workers]
+levels = [1, 4]
+[factors.mode]
+levels = ["a", "b"]
+env = { MODE = "{value}" }
+""")  # fmt: skip
+    spec = load_attribution_file(path)
+    arm = spec.arm({"workers": "4", "mode": "b"}, tmp_path / "t4")
+    assert arm.args[-2:] == ["--config", str(tmp_path / "t4" / "svc.conf")]
+    assert (tmp_path / "t4" / "svc.conf").read_text() == "workers = 4\nmode = b\n"
+    assert not (tmp_path / "t4" / "svc.conf.partial").exists()
+
+
+def test_a_template_that_names_no_factor_or_passes_no_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "svc.conf.j2").write_text("workers = {{ wrokers }}\n")
+    path = write(tmp_path, """
+[template]
+file = "svc.conf.j2"
+args = ["--config"]
+[factors.workers]
+levels = [1, 4]
+""")  # fmt: skip
+    with pytest.raises(ConfigError) as caught:
+        load_attribution_file(path)
+    text = str(caught.value)
+    assert "uses wrokers, not factors" in text
+    assert "no word passes the rendered file" in text
+    assert "factors.workers: the factor reaches neither" in text

@@ -34,7 +34,7 @@ def test_each_group_is_an_experiment_of_one_arm_per_run(tmp_path: Path) -> None:
     plan = plan_runs(spec)
     assert sum(len(g) for g in plan.groups) == 12 and len(plan.groups) == 6
     group = plan.groups[0]
-    config = group_experiment(spec, group)
+    config = group_experiment(spec, group, tmp_path / "treatments")
     assert list(config.arms) == [arm_name(r) for r in group]
     assert config.baseline == arm_name(group[0])
     assert config.design.trials == 1

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import jinja2
+from jinja2 import meta
 from pydantic import Field, ValidationError
 
 from hairline.attribute.design import (
@@ -72,8 +74,19 @@ class AnalysisTable(TomlModel):
     best_for: float = Field(default=0.99, gt=0, lt=1)
 
 
+class TemplateTable(TomlModel):
+    """``[template]``: a Jinja2 file rendered per treatment (``{{ factor }}`` is that
+    factor's level) and the words that pass the rendered file's path (``{config_file}``)
+    to the service, appended to every run's start command."""
+
+    file: str = Field(min_length=1)
+    name: str = Field(default="attribute.conf", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    args: list[str] = Field(min_length=1)
+
+
 class _AttributionFile(TomlModel):
     experiment: str = Field(min_length=1)
+    template: TemplateTable | None = None
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
     factors: dict[str, FactorTable] = Field(min_length=1)
     design: DesignTable = Field(default_factory=DesignTable)
@@ -104,6 +117,8 @@ class AttributionSpec:
     generators: tuple[Generator, ...]
     design: DesignTable
     analysis: AnalysisTable
+    template: TemplateTable | None = None
+    template_text: str | None = None
 
     @property
     def levels(self) -> dict[str, tuple[str, ...]]:
@@ -113,15 +128,21 @@ class AttributionSpec:
     def load_factors(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.factors if f.load is not None)
 
-    def arm(self, treatment: Treatment) -> ArmConfig:
+    def arm(self, treatment: Treatment, folder: Path | None = None) -> ArmConfig:
         """The experiment's baseline arm running ``treatment``: its own args and env, then
-        each service factor's words and variables for its level."""
+        each service factor's words and variables for its level, then (with a [template])
+        the words passing the file rendered for the treatment into ``folder``."""
         base = self.experiment.arms[self.experiment.baseline_arm]
         args, env = list(base.args), dict(base.env)
         for factor in self.factors:
             level = treatment[factor.name]
             args += factor.args.get(level, ())
             env |= factor.env.get(level, {})
+        if self.template is not None and self.template_text is not None:
+            if folder is None:
+                raise ValueError("a treatment with a [template] needs a folder to render into")
+            rendered = _render(self.template_text, treatment, folder / self.template.name)
+            args += [w.replace("{config_file}", str(rendered)) for w in self.template.args]
         return base.model_copy(update={"args": args, "env": env, "baseline": None})
 
     def load(self, treatment: Treatment) -> LoadConfig:
@@ -134,6 +155,18 @@ class AttributionSpec:
         return self.experiment.load.model_copy(update=changes)
 
 
+def _render(template: str, treatment: Treatment, path: Path) -> Path:
+    """The template rendered with the treatment's levels, written whole (a temporary name,
+    then renamed)."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    text = env.from_string(template).render(**treatment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+    return path
+
+
 def level_text(level: Level) -> str:
     """A level as the service reads it: true/false, whole numbers without a point."""
     if isinstance(level, bool):
@@ -143,7 +176,7 @@ def level_text(level: Level) -> str:
     return str(level)
 
 
-def _factor(name: str, table: FactorTable, report: Report) -> Factor | None:
+def _factor(name: str, table: FactorTable, in_template: bool, report: Report) -> Factor | None:
     loc = ("factors", name)
     if not _NAME.match(name):
         report(loc, f"{name!r} is not a factor name", "use letters, digits and '_'")
@@ -157,10 +190,10 @@ def _factor(name: str, table: FactorTable, report: Report) -> Factor | None:
         report((*loc, "levels"), "a level is named twice", "name each level once")
         return None
     reaches = [k for k in ("args", "env", "load") if getattr(table, k) is not None]
-    if not reaches:
+    if not reaches and not in_template:
         report(loc, "the factor reaches neither the service nor the load",
-               'add args = ["--flag", "{value}"], env = {VAR = "{value}"} or load = '
-               '"rate_per_s"')  # fmt: skip
+               'add args = ["--flag", "{value}"], env = {VAR = "{value}"}, load = '
+               '"rate_per_s", or use {{ ' + name + ' }} in the [template]')  # fmt: skip
         return None
     if table.load is not None and len(reaches) > 1:
         report((*loc, "load"), "a load factor sets the [load] table only",
@@ -219,6 +252,7 @@ def _known_fields(table: tuple[str, ...]) -> list[str]:
     if len(table) == 2 and table[0] == "factors":
         return list(FactorTable.model_fields)
     models: dict[tuple[str, ...], type[TomlModel]] = {
+        ("template",): TemplateTable,
         ("design",): DesignTable,
         ("analysis",): AnalysisTable,
     }
@@ -234,7 +268,8 @@ def load_attribution_file(path: Path) -> AttributionSpec:
         problems.at(path, text, loc, message, fix)
 
     experiment = load_named_experiment(path.parent / parsed.experiment, report)
-    factors = [_factor(n, t, report) for n, t in parsed.factors.items()]
+    template_text, variables = _template(path.parent, parsed, report)
+    factors = [_factor(n, t, n in variables, report) for n, t in parsed.factors.items()]
     known = tuple(f for f in factors if f is not None)
     generators = _generators(parsed.design, report)
     treatments: list[Treatment] = []
@@ -252,7 +287,36 @@ def load_attribution_file(path: Path) -> AttributionSpec:
         generators=tuple(generators),
         design=parsed.design,
         analysis=parsed.analysis,
+        template=parsed.template,
+        template_text=template_text,
     )
+
+
+def _template(here: Path, parsed: _AttributionFile, report: Report) -> tuple[str | None, set[str]]:
+    """The template's text and the variables it uses, every mistake reported."""
+    table = parsed.template
+    if table is None:
+        return None, set()
+    path = here / table.file
+    try:
+        text = path.read_text()
+        variables = meta.find_undeclared_variables(jinja2.Environment().parse(text))
+    except OSError as err:
+        report(("template", "file"), f"cannot read {path}: {err.strerror or err}",
+               "name a Jinja2 file beside the attribution file")  # fmt: skip
+        return None, set()
+    except jinja2.TemplateSyntaxError as err:
+        report(("template", "file"), f"{path}:{err.lineno}: {err.message}",
+               "fix the template ({{ factor }} is a factor's level)")  # fmt: skip
+        return None, set()
+    unknown = sorted(variables - set(parsed.factors))
+    if unknown:
+        report(("template", "file"), f"{path} uses {', '.join(unknown)}, not factors",
+               f"use the factors {', '.join(parsed.factors)}")  # fmt: skip
+    if not any("{config_file}" in word for word in table.args):
+        report(("template", "args"), "no word passes the rendered file",
+               'write e.g. args = ["--config", "{config_file}"]')  # fmt: skip
+    return text, set(variables)
 
 
 def _generators(design: DesignTable, report: Report) -> list[Generator]:

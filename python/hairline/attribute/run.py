@@ -118,10 +118,14 @@ def plan_runs(spec: AttributionSpec) -> Plan:
     return Plan(_digest(spec), groups, [None] * len(groups))
 
 
-def group_experiment(spec: AttributionSpec, group: Sequence[Run]) -> ExperimentConfig:
+def group_experiment(spec: AttributionSpec, group: Sequence[Run], folder: Path) -> ExperimentConfig:
     """One group's experiment: an arm per run, the group's load, one trial (its batches
-    swap the arms between the hosts, so every run meets every host)."""
-    arms = {arm_name(r): spec.arm(spec.treatments[r.treatment]) for r in group}
+    swap the arms between the hosts, so every run meets every host). A [template] is
+    rendered per treatment under ``folder``."""
+    arms = {
+        arm_name(r): spec.arm(spec.treatments[r.treatment], folder / f"t{r.treatment + 1}")
+        for r in group
+    }
     load = spec.load(spec.treatments[group[0].treatment])
     design = spec.experiment.design.model_copy(update={"trials": 1, "decide_on": ["latency_us"]})
     return spec.experiment.model_copy(
@@ -174,7 +178,7 @@ def run_attribution(
         known = plan.experiments[position]
         if known is not None and _phase(store, known)[0] == "done":
             continue
-        config = group_experiment(spec, group)
+        config = group_experiment(spec, group, folder / "treatments")
         experiment_id = lab.enqueue(config)
         plan.experiments[position] = experiment_id
         _save(plan, folder)
