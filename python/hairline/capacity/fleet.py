@@ -14,6 +14,7 @@ and stopped when the ``with`` block ends, on every path.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import re
 import select
@@ -92,7 +93,7 @@ class _Child:
     address: str = ""
 
 
-class FolderOfChildren:
+class FolderOfChildren(abc.ABC):
     """What a loopback fleet shares: HAProxy required, a temporary folder for its configs,
     sockets and logs, children started on ``with`` entry and stopped on every path out. A
     subclass starts them in :meth:`_start_all` and stops them in :meth:`_stop_children`."""
@@ -121,11 +122,13 @@ class FolderOfChildren:
     ) -> None:
         self._stop_all()
 
+    @abc.abstractmethod
     def _start_all(self) -> None:
-        raise NotImplementedError
+        """Start the children (each registered before the next starts)."""
 
+    @abc.abstractmethod
     def _stop_children(self) -> None:
-        raise NotImplementedError
+        """Stop every child started so far; called on every path out."""
 
     def _stop_all(self) -> None:
         self._stop_children()
