@@ -60,7 +60,9 @@ def test_a_pinned_aa_between_the_clusters_keeps_each_arm_on_its_host_and_passes(
         row = session.get(Experiment, eid)
         assert row is not None and row.phase == "done", row and (row.phase, row.failure)
         labels = session.scalars(
-            select(VerdictRow.label).where(VerdictRow.experiment_id == eid, VerdictRow.deciding)
+            select(VerdictRow.label).where(
+                VerdictRow.experiment_id == eid, VerdictRow.metric == "cpu_ns_per_request"
+            )
         ).all()
         held = session.scalars(select(Host.name).where(Host.experiment_id == eid)).all()
         ran = session.execute(
@@ -80,7 +82,8 @@ def test_a_pinned_aa_between_the_clusters_keeps_each_arm_on_its_host_and_passes(
     cpu = table.filter(pc.equal(table["metric"], "cpu_ns_per_request"))
     slots = set(zip(cpu["arm"].to_pylist(), cpu["host"].to_pylist(), strict=True))
     assert len(slots) == 2 and len({arm for arm, _ in slots}) == 2
-    # The A/A passes: no deciding metric differs between the clusters.
+    # The A/A passes on the metric a tuning run would judge (as tune/loop.py does: with
+    # seven metrics at alpha 0.05, one of them is flagged one A/A in three).
     assert labels and not {"regression", "improvement"} & set(labels), labels
     assert held == []
     assert live_processes_with(exp.marker) == []
