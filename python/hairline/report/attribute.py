@@ -16,7 +16,16 @@ from rich.table import Table
 
 from hairline import __version__
 from hairline.attribute.model import Attribution, Effect
-from hairline.report.html.charts import _e, _f, _legend, _svg, _text, _tick, arm_colours
+from hairline.report.html.charts import (
+    _e,
+    _f,
+    _legend,
+    _svg,
+    _text,
+    _tick,
+    arm_colours,
+    axes_with_zero,
+)
 from hairline.report.html.page import REPORT_CSS
 
 __all__ = [
@@ -188,10 +197,7 @@ def effects_svg(attribution: Attribution) -> str:
 
     base = _TOP + plot_h
     body = [
-        f'<line x1="{_LEFT}" y1="{_f(base)}" x2="{_W - _RIGHT}" y2="{_f(base)}" stroke="#999"/>',
-        f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_f(base)}" stroke="#999"/>',
-        f'<line x1="{_LEFT}" y1="{_f(y(0))}" x2="{_W - _RIGHT}" y2="{_f(y(0))}" stroke="#999" '
-        'stroke-dasharray="4 3"/>',
+        *axes_with_zero(_W, _LEFT, _RIGHT, _TOP, base, y(0)),
         _text(_LEFT + plot_w / 2, _H - 6, "quantile of latency"),
         _text(8, _TOP - 10, "effect on the quantile (us)", anchor="start"),
     ]

@@ -11,7 +11,16 @@ from rich.console import Console
 from rich.table import Table
 
 from hairline import __version__
-from hairline.report.html.charts import _e, _f, _legend, _svg, _text, _tick, arm_colours
+from hairline.report.html.charts import (
+    _e,
+    _f,
+    _legend,
+    _svg,
+    _text,
+    _tick,
+    arm_colours,
+    axes_with_zero,
+)
 from hairline.report.html.page import REPORT_CSS
 from hairline.tune.results import TuningResult
 from hairline.tune.runs import EvaluationRow
@@ -107,10 +116,7 @@ def objective_svg(results: Sequence[TuningResult]) -> str:
 
     base = _TOP + plot_h
     body = [
-        f'<line x1="{_LEFT}" y1="{_f(base)}" x2="{_W - _RIGHT}" y2="{_f(base)}" stroke="#999"/>',
-        f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_f(base)}" stroke="#999"/>',
-        f'<line x1="{_LEFT}" y1="{_f(y(0))}" x2="{_W - _RIGHT}" y2="{_f(y(0))}" stroke="#999" '
-        'stroke-dasharray="4 3"/>',
+        *axes_with_zero(_W, _LEFT, _RIGHT, _TOP, base, y(0)),
         _text(_W - _RIGHT, y(0) - 4, "default", anchor="end"),
         _text(_LEFT + plot_w / 2, _H - 6, "evaluation"),
         _text(8, _TOP - 8, "improvement over the default", anchor="start"),

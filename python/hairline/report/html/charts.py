@@ -24,6 +24,7 @@ from hairline.store.observations import Observations
 __all__ = [
     "SERIES_BUCKETS",
     "arm_colours",
+    "axes_with_zero",
     "axis_ticks",
     "interval_svg",
     "series_svg",
@@ -61,6 +62,20 @@ def _svg(width: int, height: int, label: str, body: Sequence[str]) -> str:
 
 def _text(x: float, y: float, text: str, *, anchor: str = "middle") -> str:
     return f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}">{_e(text)}</text>'
+
+
+def axes_with_zero(
+    width: int, left: float, right: float, top: float, base: float, zero_y: float
+) -> list[str]:
+    """A plot's two axes (left and bottom, the plot spanning ``top``..``base``) and a dashed
+    line at the value 0 (``zero_y``), for charts of effects that may be either sign."""
+    return [
+        f'<line x1="{_f(left)}" y1="{_f(base)}" x2="{_f(width - right)}" y2="{_f(base)}" '
+        'stroke="#999"/>',
+        f'<line x1="{_f(left)}" y1="{_f(top)}" x2="{_f(left)}" y2="{_f(base)}" stroke="#999"/>',
+        f'<line x1="{_f(left)}" y1="{_f(zero_y)}" x2="{_f(width - right)}" y2="{_f(zero_y)}" '
+        'stroke="#999" stroke-dasharray="4 3"/>',
+    ]
 
 
 def arm_colours(arms: Sequence[str]) -> dict[str, str]:
