@@ -15,22 +15,46 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["child_setup", "group_alive", "kill_group", "session_members", "thread_pinned_to"]
+__all__ = [
+    "child_setup",
+    "enter_netns",
+    "group_alive",
+    "kill_group",
+    "session_members",
+    "thread_pinned_to",
+]
 
 _PR_SET_PDEATHSIG = 1
+_CLONE_NEWNET = 0x40000000
+
+
+def enter_netns(path: str) -> None:
+    """Move the calling thread into the network namespace at ``path`` (``/run/netns/X``).
+    Python 3.11 has no ``os.setns``; libc's does the same."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"setns {path}: {os.strerror(errno)}")
+    finally:
+        os.close(fd)
 
 
 def child_setup(
-    cpus: Sequence[int] | None = None, *, join: Sequence[str] = ()
+    cpus: Sequence[int] | None = None, *, join: Sequence[str] = (), netns: str | None = None
 ) -> Callable[[], None]:
     """A ``preexec_fn``: join the cgroups whose ``cgroup.procs`` files are ``join`` (before
-    exec, so nothing the child runs is ever outside them), pin the child to ``cpus`` and
-    have it killed when its parent dies."""
+    exec, so nothing the child runs is ever outside them), enter the network namespace at
+    ``netns`` (before exec, so the service never opens a socket outside it), pin the child
+    to ``cpus`` and have it killed when its parent dies."""
 
     def setup() -> None:
         for procs_file in join:
             with open(procs_file, "w") as f:
                 f.write(str(os.getpid()))
+        if netns is not None:
+            enter_netns(netns)
         if cpus:
             os.sched_setaffinity(0, cpus)
         with contextlib.suppress(OSError, AttributeError):

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from hairline.config.isolation import IsolationConfig
 from hairline.config.policy import (
     BUILTIN_DIRECTIONS,
     DIRECTIONS,
@@ -130,6 +131,8 @@ class ServiceConfig(TomlModel):
     max_error_rate: float = Field(default=0.01, ge=0, le=1)
     # Where the service file was read from; start and build paths are relative to it.
     root: str = "."
+    # [service.isolation]: run each arm in its own network namespace (docs/safety.md).
+    isolation: IsolationConfig | None = None
 
 
 class ArmConfig(TomlModel):

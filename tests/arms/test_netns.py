@@ -1,0 +1,146 @@
+"""An arm's network namespace: only the allow-list goes out, the rest is refused and counted.
+
+The namespace tests need root (``ip netns``, nftables); they skip with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from hairline.arms.netns import ArmNamespace, namespace_rules, netns_available, sweep_namespaces
+from hairline.config.isolation import IsolationConfig
+
+PREFIX = "hltestnetns-"
+needs_netns = pytest.mark.skipif(
+    bool(reason := netns_available()), reason=f"network namespaces unavailable: {reason}"
+)
+
+
+def leftovers(prefix: str = PREFIX) -> list[str]:
+    """What of ``prefix`` is on this machine: namespaces, links by alias, host tables."""
+    found = [n for n in run("ip", "netns", "list").split() if n.startswith(prefix)]
+    links = json.loads(run("ip", "-j", "link", "show") or "[]")
+    found += [str(link["ifname"]) for link in links if link.get("ifalias", "").startswith(prefix)]
+    tables = run("nft", "list", "tables")
+    found += [t for t in tables.split() if t.startswith(prefix.replace("-", "_"))]
+    return found
+
+
+def run(*args: str) -> str:
+    return subprocess.run(list(args), capture_output=True, text=True, check=False).stdout
+
+
+def connect_from(namespace: str, host: str, port: int) -> tuple[str, float]:
+    """Connect from inside ``namespace``: "ok" or the error, and how long it took (s)."""
+    probe = (
+        "import socket, sys, time\n"
+        "t = time.monotonic()\n"
+        "try:\n"
+        f"    socket.create_connection(({host!r}, {port}), timeout=5).close(); print('ok')\n"
+        "except OSError as e:\n"
+        "    print(type(e).__name__)\n"
+        "print(time.monotonic() - t)\n"
+    )
+    out = run("ip", "netns", "exec", namespace, sys.executable, "-c", probe).split()
+    return out[0], float(out[1])
+
+
+@pytest.fixture
+def clean() -> Iterator[None]:
+    sweep_namespaces(PREFIX)
+    yield
+    sweep_namespaces(PREFIX)
+    assert leftovers() == []
+
+
+def test_rules_let_out_the_allow_list_and_count_the_rest() -> None:
+    isolation = IsolationConfig.model_validate(
+        {
+            "allow": ["127.0.0.1:5432", "10.0.0.5:6379"],
+            "local_ports": [11211],
+            "http": [{"address": "127.0.0.1:9000"}],
+        }
+    )
+    rules = namespace_rules(isolation, port=8080, veth="v0", host_address="10.213.7.1")
+    assert 'oifname "lo" tcp dport { 8080, 11211 } accept' in rules
+    assert 'oifname "lo" ip daddr . tcp dport { 127.0.0.1 . 5432, 127.0.0.1 . 9000 }' in rules
+    assert 'oifname "v0" ip daddr . tcp dport { 10.0.0.5 . 6379 } accept' in rules
+    assert 'iifname "v0" ip saddr 10.213.7.1 tcp dport 8080 accept' in rules
+    assert "add @denied4 { ip daddr . tcp dport } reject with tcp reset" in rules
+
+
+@needs_netns
+def test_a_denied_destination_is_refused_at_once_and_counted(clean: None) -> None:
+    isolation = IsolationConfig(allow=["127.0.0.1:5432"], local_ports=[11211])
+    with ArmNamespace(PREFIX + "a-8080", isolation, port=8080) as ns:
+        for _ in range(3):
+            outcome, took_s = connect_from(ns.name, "127.0.0.1", 6379)
+            assert outcome == "ConnectionRefusedError" and took_s < 0.5
+        # Allowed, and nothing listens: refused by the kernel, not counted as denied.
+        assert connect_from(ns.name, "127.0.0.1", 5432)[0] == "ConnectionRefusedError"
+        assert connect_from(ns.name, "10.9.9.9", 80)[0] == "ConnectionRefusedError"
+        assert ns.denied() == {"127.0.0.1:6379": 3, "10.9.9.9:80": 1}
+    assert ns.denied() == {"127.0.0.1:6379": 3, "10.9.9.9:80": 1}  # the last reading
+
+
+@needs_netns
+def test_the_host_reaches_the_service_port_only(clean: None) -> None:
+    isolation = IsolationConfig(local_ports=[11211])
+    with ArmNamespace(PREFIX + "b-8081", isolation, port=8081) as ns:
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", ns.name, sys.executable, "-c",
+             "import socket, time\n"
+             "held = [socket.create_server(('0.0.0.0', p)) for p in (8081, 8082, 11211)]\n"
+             "time.sleep(30)\n"],
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection((ns.address, 8081), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            else:
+                pytest.fail("the service's port never answered from the host")
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((ns.address, 8082), timeout=2)
+            # The service's own processes reach each other on their local ports.
+            assert connect_from(ns.name, "127.0.0.1", 11211)[0] == "ok"
+            assert connect_from(ns.name, "127.0.0.1", 8082)[0] == "ConnectionRefusedError"
+        finally:
+            server.kill()
+            server.wait()
+
+
+@needs_netns
+def test_remove_and_sweep_leave_nothing_behind(clean: None) -> None:
+    isolation = IsolationConfig(allow=["10.0.0.5:6379"])  # a host table for masquerading
+    kept = ArmNamespace(PREFIX + "c-1", isolation, port=8083).create()
+    ArmNamespace(PREFIX + "d-2", isolation, port=8084).create()  # a dead processor's
+    assert len(leftovers()) == 6  # two namespaces, two host veths, two host tables
+    kept.remove()
+    kept.remove()
+    assert len(leftovers()) == 3
+    assert sweep_namespaces(PREFIX) != []
+    assert leftovers() == []
+
+
+@needs_netns
+def test_a_creation_that_fails_halfway_removes_what_it_made(clean: None) -> None:
+    ns = ArmNamespace(PREFIX + "e-8085", IsolationConfig(), port=8085)
+    # The host side's name taken: the veth pair cannot be made after the namespace was.
+    run("ip", "link", "add", ns.host_veth, "type", "veth", "peer", "name", "hltestpeer")
+    try:
+        with pytest.raises(Exception, match="failed"):
+            ns.create()
+        assert PREFIX + "e-8085" not in run("ip", "netns", "list")
+    finally:
+        run("ip", "link", "del", ns.host_veth)
