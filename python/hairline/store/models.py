@@ -30,6 +30,7 @@ __all__ = [
     "Build",
     "Experiment",
     "Host",
+    "LabEvent",
     "Quota",
     "RegionQuota",
     "RegisteredCommand",
@@ -233,6 +234,8 @@ class Run(Base):
     the process group, so a processor that takes over can stop what a dead one left."""
 
     __tablename__ = "runs"
+    # The concurrency guard (lab/concurrency.py) looks for other experiments' runs by time.
+    __table_args__ = (Index("ix_runs_started_at", "started_at"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id"), index=True)
@@ -410,3 +413,20 @@ class TuningEvaluation(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class LabEvent(Base):
+    """Something besides experiments that happened to a service, a downstream (``host:port``)
+    or a host: a deployment, maintenance. Experiments whose trials it overlapped warn about
+    it (lab/concurrency.py, ServiceLab section 6.2.4). ``ended_at`` None: a point in time."""
+
+    __tablename__ = "lab_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # "deploy" | "maintenance" | "other"
+    service: Mapped[str] = mapped_column(String(200))
+    host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    started_at: Mapped[float] = mapped_column(Float, index=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    note: Mapped[str] = mapped_column(Text, default="", server_default="")
+    created_by: Mapped[str] = mapped_column(String(200))
