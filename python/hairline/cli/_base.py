@@ -57,7 +57,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "demo": ("demo",),
     "gate": ("web",),
     "kraken": ("kraken",),
-    "lab": ("lab", "schedule"),
+    "lab": ("lab", "schedule", "events"),
     "plan": ("analysis",),
     "record": ("record",),
     "report": ("experiments",),

@@ -1,5 +1,6 @@
 """The HTTP API, ``/api/v1``: experiments submitted, watched, cancelled and gated; services,
-their metrics and their registered commands.
+their metrics and their registered commands; events beside experiments (deployments,
+maintenance) that reports of the experiments they overlapped warn about.
 
 Every route needs a token (web/deps.py): ``read`` lists and shows, ``submit`` also submits
 and cancels, ``admin`` also registers commands and sees every team. An experiment of
@@ -11,6 +12,7 @@ A user error anywhere is a JSON ``{"error", "hint"}`` (a file's problems add
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +25,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from hairline.errors import ConfigError, HairlineError
+from hairline.lab.events import EVENT_KINDS, TIME_FORMATS, add_event, list_events, parse_time
 from hairline.lab.queue import enqueue, request_cancel
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Service, Trial, VerdictRow
@@ -198,6 +201,26 @@ class CommandOut(BaseModel):
 
 class Registration(BaseModel):
     registered: bool = Field(description="False when the command was registered already.")
+
+
+class EventIn(BaseModel):
+    kind: str = Field(description=" | ".join(EVENT_KINDS))
+    service: str = Field(min_length=1, description="The service or downstream (host:port).")
+    host: str | None = Field(None, description="The host (or machine) it touched, if one.")
+    at: str = Field("now", description=f"When it started: {TIME_FORMATS}.")
+    until: str | None = Field(None, description="When it ended (default: a point in time).")
+    note: str = ""
+
+
+class EventOut(BaseModel):
+    id: int
+    kind: str
+    service: str
+    host: str | None
+    started_at: float = Field(description="Unix s")
+    ended_at: float | None = Field(description="Unix s; null: a point in time")
+    note: str
+    created_by: str
 
 
 # --- experiments ----------------------------------------------------------------------
@@ -419,3 +442,39 @@ def register(
     if not new:
         response.status_code = status.HTTP_200_OK
     return Registration(registered=new)
+
+
+# --- events ---------------------------------------------------------------------------
+
+
+@router.post("/events", status_code=201, response_model=EventOut)
+def post_event(body: EventIn, request: Request, who: Principal = Submitter) -> EventOut:
+    """Record a deployment, maintenance or other event of a service, downstream or host:
+    every experiment whose runs it overlapped warns about it in its report."""
+    store = store_of(request)
+    now_s = time.time()
+    added = add_event(
+        store, body.kind, service=body.service, host=body.host,
+        started_at=parse_time(body.at, now_s=now_s, flag="at"),
+        ended_at=None if body.until is None else parse_time(body.until, now_s=now_s, flag="until"),
+        note=body.note, created_by=who.name,
+    )  # fmt: skip
+    audit(store, who.name, "event.add", str(added.id), f"{added.kind} of {added.service}")
+    return EventOut.model_validate(added, from_attributes=True)
+
+
+@router.get("/events", response_model=list[EventOut])
+def events(
+    request: Request,
+    who: Principal = Reader,
+    since: str | None = Query(
+        None, description=f"Only events going on at or after: {TIME_FORMATS}"
+    ),
+    limit: int = Query(200, ge=1, le=1000),
+) -> list[EventOut]:
+    """Events newest first; every team's, since a deployment touches them all."""
+    since_s = None if since is None else parse_time(since, now_s=time.time(), flag="since")
+    return [
+        EventOut.model_validate(e, from_attributes=True)
+        for e in list_events(store_of(request), since_s=since_s, limit=limit)
+    ]
