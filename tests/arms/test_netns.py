@@ -5,7 +5,6 @@ The namespace tests need root (``ip netns``, nftables); they skip with the reaso
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -14,23 +13,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from hairline.arms.netns import ArmNamespace, namespace_rules, netns_available, sweep_namespaces
+from hairline.arms.netns import (
+    ArmNamespace,
+    leftovers,
+    namespace_rules,
+    netns_available,
+    sweep_namespaces,
+)
 from hairline.config.isolation import IsolationConfig
 
 PREFIX = "hltestnetns-"
 needs_netns = pytest.mark.skipif(
     bool(reason := netns_available()), reason=f"network namespaces unavailable: {reason}"
 )
-
-
-def leftovers(prefix: str = PREFIX) -> list[str]:
-    """What of ``prefix`` is on this machine: namespaces, links by alias, host tables."""
-    found = [n for n in run("ip", "netns", "list").split() if n.startswith(prefix)]
-    links = json.loads(run("ip", "-j", "link", "show") or "[]")
-    found += [str(link["ifname"]) for link in links if link.get("ifalias", "").startswith(prefix)]
-    tables = run("nft", "list", "tables")
-    found += [t for t in tables.split() if t.startswith(prefix.replace("-", "_"))]
-    return found
 
 
 def run(*args: str) -> str:
@@ -57,7 +52,7 @@ def clean() -> Iterator[None]:
     sweep_namespaces(PREFIX)
     yield
     sweep_namespaces(PREFIX)
-    assert leftovers() == []
+    assert leftovers(PREFIX) == []
 
 
 def test_rules_let_out_the_allow_list_and_count_the_rest() -> None:
@@ -125,12 +120,12 @@ def test_remove_and_sweep_leave_nothing_behind(clean: None) -> None:
     isolation = IsolationConfig(allow=["10.0.0.5:6379"])  # a host table for masquerading
     kept = ArmNamespace(PREFIX + "c-1", isolation, port=8083).create()
     ArmNamespace(PREFIX + "d-2", isolation, port=8084).create()  # a dead processor's
-    assert len(leftovers()) == 6  # two namespaces, two host veths, two host tables
+    assert len(leftovers(PREFIX)) == 6  # two namespaces, two host veths, two host tables
     kept.remove()
     kept.remove()
-    assert len(leftovers()) == 3
+    assert len(leftovers(PREFIX)) == 3
     assert sweep_namespaces(PREFIX) != []
-    assert leftovers() == []
+    assert leftovers(PREFIX) == []
 
 
 @needs_netns

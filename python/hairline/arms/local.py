@@ -6,6 +6,10 @@ and killed with it. Where no cgroup can be made it falls back to its process gro
 procfs counters, and says so (:attr:`LocalArm.measured_by`, :attr:`LocalArm.fallback`).
 :class:`LocalArm` is a context manager and stops the arm on every exit path, so no process
 outlives the experiment.
+
+An arm with ``isolation`` runs in a network namespace of its own
+(:mod:`hairline.arms.isolation`): made, with its relays, before the service starts, entered
+by the child before exec, and removed after the service stopped, on every path.
 """
 
 from __future__ import annotations
@@ -22,11 +26,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from hairline.arms.cgroup import ArmCgroup, create_cgroup
 from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
+from hairline.config.isolation import IsolationConfig
 from hairline.errors import ArmFailed
 from hairline.procs import child_setup
+
+if TYPE_CHECKING:
+    from hairline.arms.isolation import ArmIsolation
 
 __all__ = ["ArmSpec", "LocalArm", "free_port", "wait_http_ok"]
 
@@ -83,15 +92,24 @@ class LocalArm:
 
     def __init__(
         self,
-        spec: ArmSpec,
+        spec: ArmSpec | Callable[[str], ArmSpec],
         *,
         port: int,
         cpus: Sequence[int] | None = None,
         log_path: Path | None = None,
         cgroup: str | None = None,
         host: str = "127.0.0.1",
+        isolation: IsolationConfig | None = None,
+        workdir: Path | None = None,
     ) -> None:
-        self.spec = spec
+        # A spec may depend on the address the service binds ({host}), which an isolated
+        # arm knows only once its namespace exists.
+        if isinstance(spec, ArmSpec):
+            fixed = spec
+            self._spec_for: Callable[[str], ArmSpec] = lambda _host: fixed
+        else:
+            self._spec_for = spec
+        self.spec = self._spec_for(host)
         self.port = port
         self.cpus = tuple(cpus) if cpus else None
         self.log_path = log_path
@@ -103,6 +121,19 @@ class LocalArm:
         self.cgroup: ArmCgroup | None = None
         # Why the arm runs without a cgroup, when it was asked for one ("" when it has one).
         self.fallback = ""
+        self.isolation: ArmIsolation | None = None
+        if isolation is not None:
+            # Loaded by isolated arms only: it runs the egress proxy.
+            from hairline.arms.isolation import ArmIsolation
+
+            name = cgroup or f"hl-{self.spec.name}-{port}"
+            where = workdir or (log_path.parent if log_path else Path.cwd())
+            self.isolation = ArmIsolation(name, isolation, port=port, workdir=where)
+
+    def isolation_report(self) -> dict[str, object]:
+        """Refused connections per destination and what the relays carried ({} when the
+        arm is not isolated); the last reading once the arm stopped."""
+        return self.isolation.report() if self.isolation is not None else {}
 
     @property
     def measured_by(self) -> str:
@@ -145,6 +176,16 @@ class LocalArm:
 
     def start(self, *, health_timeout_s: float = 30.0) -> LocalArm:
         cpus = self.cpus
+        netns: str | None = None
+        if self.isolation is not None:
+            try:
+                self.isolation.start()
+            except BaseException:
+                self.stop()
+                raise
+            netns = str(self.isolation.netns_path)
+            self.spec = self._spec_for(self.isolation.address)
+            self.url = f"http://{self.isolation.address}:{self.port}"
         if self._cgroup_name is not None:
             self.cgroup, self.fallback = create_cgroup(self._cgroup_name)
         join = self.cgroup.procs_files if self.cgroup is not None else ()
@@ -160,7 +201,7 @@ class LocalArm:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 # Pinned before exec, so the service never runs off its CPU set.
-                preexec_fn=child_setup(cpus, join=join),
+                preexec_fn=child_setup(cpus, join=join, netns=netns),
             )
         except subprocess.SubprocessError as err:
             self.stop()
@@ -197,7 +238,7 @@ class LocalArm:
 
     def stop(self, *, grace_s: float = 5.0) -> None:
         """SIGTERM the arm (its cgroup, else its process group), SIGKILL what is left after
-        ``grace_s``, and remove the cgroup."""
+        ``grace_s``, and remove the cgroup, then the arm's namespace and relays."""
         proc, group = self._proc, self.cgroup
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -223,6 +264,8 @@ class LocalArm:
                 proc.wait(timeout=grace_s)
         if group is not None:
             group.remove()
+        if self.isolation is not None:
+            self.isolation.stop()
 
     def __enter__(self) -> LocalArm:
         return self

@@ -42,6 +42,7 @@ from hairline.errors import ArmFailed
 __all__ = [
     "NETNS_DIR",
     "ArmNamespace",
+    "leftovers",
     "namespace_rules",
     "netns_available",
     "sweep_namespaces",
@@ -320,6 +321,38 @@ def _remove(name: str, host_veth: str) -> None:
         _run("nft", "delete", "table", "ip", _table_name(name), check=False)
 
 
+def _host_tables(prefix: str) -> list[str]:
+    if shutil.which("nft") is None:
+        return []
+    tables = json.loads(_run("nft", "-j", "list", "tables", "ip", check=False) or "{}")
+    names = [str(item.get("table", {}).get("name", "")) for item in tables.get("nftables", [])]
+    return [name for name in names if name.startswith(_table_name(prefix))]
+
+
+def _aliased_links(prefix: str) -> dict[str, str]:
+    """Host-side veths whose alias (their namespace's name) starts with ``prefix``: link
+    name -> alias."""
+    if shutil.which("ip") is None:
+        return {}
+    links = json.loads(_run("ip", "-j", "link", "show", check=False) or "[]")
+    return {
+        str(link["ifname"]): str(link["ifalias"])
+        for link in links
+        if str(link.get("ifalias", "")).startswith(prefix)
+    }
+
+
+def leftovers(prefix: str) -> list[str]:
+    """What of ``prefix`` is on this machine: namespaces, host-side veths, host nftables
+    tables (nothing, once every arm stopped or a sweep ran)."""
+    found = sorted(p.name for p in NETNS_DIR.iterdir()) if NETNS_DIR.is_dir() else []
+    return (
+        [name for name in found if name.startswith(prefix)]
+        + sorted(_aliased_links(prefix))
+        + _host_tables(prefix)
+    )
+
+
 def sweep_namespaces(prefix: str) -> list[str]:
     """Remove every namespace, host-side veth (by its alias) and host nftables table whose
     name starts with ``prefix``; the names found. Nothing to do (and no error) on a machine
@@ -327,18 +360,10 @@ def sweep_namespaces(prefix: str) -> list[str]:
     found: set[str] = set()
     if NETNS_DIR.is_dir():
         found |= {p.name for p in NETNS_DIR.iterdir() if p.name.startswith(prefix)}
-    if shutil.which("ip") is not None:
-        for link in json.loads(_run("ip", "-j", "link", "show", check=False) or "[]"):
-            alias = str(link.get("ifalias", ""))
-            if alias.startswith(prefix):
-                found.add(alias)
+    found |= set(_aliased_links(prefix).values())
     for name in found:
         _remove(name, _veth_names(name)[0])
-    if shutil.which("nft") is not None:
-        tables = json.loads(_run("nft", "-j", "list", "tables", "ip", check=False) or "{}")
-        for item in tables.get("nftables", []):
-            table = str(item.get("table", {}).get("name", ""))
-            if table.startswith(_table_name(prefix)):
-                _run("nft", "delete", "table", "ip", table, check=False)
-                found.add(table)
+    for table in _host_tables(prefix):
+        _run("nft", "delete", "table", "ip", table, check=False)
+        found.add(table)
     return sorted(found)

@@ -34,6 +34,7 @@ from hairline import engine
 from hairline.arms.cgroup import cgroup_name
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.prometheus import Sample, scrape
+from hairline.config.isolation import IsolationConfig
 from hairline.errors import HairlineError
 from hairline.lab.latency import latency_rows
 from hairline.lab.schedule import Batch, LabDesign, schedule
@@ -69,12 +70,15 @@ class TrialLeftOut(Exception):
 
 @dataclass(frozen=True)
 class ArmDef:
-    """One arm: how to start it on a port and CPU set, and where it answers."""
+    """One arm: how to start it on a port and CPU set, and where it answers. ``spec`` is
+    called as ``spec(port, cpus)``, and for an arm with ``isolation`` (its own network
+    namespace) as ``spec(port, cpus, host)`` with the namespace's address."""
 
     name: str
-    spec: Callable[[int, tuple[int, ...]], ArmSpec]
+    spec: Callable[..., ArmSpec]
     warm_path: str | None = None
     metrics_path: str | None = None
+    isolation: IsolationConfig | None = None
 
 
 class Arm(Protocol):
@@ -123,12 +127,21 @@ def local_arm(plan: RunPlan, arm: ArmDef, host: int, *, log_name: str, label: st
     """The local backend's arm: a cgroup of this machine on the host's CPU set."""
     port = free_port()
     cpus = plan.hosts[host]
+    if arm.isolation is None:
+        spec: ArmSpec | Callable[[str], ArmSpec] = arm.spec(port, cpus)
+    else:
+
+        def spec(address: str) -> ArmSpec:
+            return arm.spec(port, cpus, address)  # type: ignore[no-any-return]
+
     return LocalArm(
-        arm.spec(port, cpus),
+        spec,
         port=port,
         cpus=cpus,
         log_path=plan.workdir / f"{log_name}.log",
         cgroup=cgroup_name(plan.cgroup_prefix, label, port),
+        isolation=arm.isolation,
+        workdir=plan.workdir,
     )
 
 
@@ -354,6 +367,11 @@ def _run_batches(
     return per_request
 
 
+def _isolation_report(arm: Arm) -> dict[str, object]:
+    """An isolated local arm's refused connections and relay counts ({} otherwise)."""
+    return arm.isolation_report() if isinstance(arm, LocalArm) else {}
+
+
 def _tag(batch: Batch, attempt: int) -> str:
     return f"t{batch.trial}b{batch.batch}a{attempt}"
 
@@ -438,6 +456,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         counters_after = {n: scrape(u) for n, u in metrics_urls.items() if alive[n]}
         measured_by = {n: running[n].measured_by for n in names}
         fallback = {n: running[n].fallback for n in names if running[n].fallback}
+    # Read once the arms stopped, so the relays' last counts are in.
+    isolation = {n: report for n in names if (report := _isolation_report(running[n]))}
 
     readings = {
         n: ArmReading(
@@ -483,6 +503,9 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         "cgroup_fallback": fallback,
         "wall_s": wall_s,
     }
+    if isolation:
+        # Side effects the arms tried: refused connections, writes the egress proxy dropped.
+        record["isolation"] = isolation
     return Attempt(
         rows=rows,
         per_request=latency_rows(measured, trial=batch.trial, batch=batch.batch, host_of=host_of),

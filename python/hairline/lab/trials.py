@@ -4,8 +4,8 @@ Each trial runs its batches (:func:`~hairline.lab.runner.run_trial`), is written
 Parquet file and only then marked done; a trial whose batches were spoiled in every attempt
 is left out with its reason; under ``trials = "auto"`` a look after each trial stops once
 the verdicts are settled (:func:`~hairline.lab.results.settled_at_look`). Before any of it,
-whatever a dead processor left of this experiment is stopped: its arm cgroups by name, its
-process groups by the runs it recorded.
+whatever a dead processor left of this experiment is stopped: its arm cgroups and network
+namespaces by name, its process groups by the runs it recorded.
 
 With the ``ray`` backend the batches and the calibration run in a driver process
 (:mod:`hairline.lab.remote`) with the arms on the allocated test machines; a host lost
@@ -28,6 +28,7 @@ from sqlalchemy import func, select, update
 from hairline import engine
 from hairline.arms.cgroup import sweep
 from hairline.arms.local import ArmSpec
+from hairline.arms.netns import sweep_namespaces
 from hairline.arms.remote import HostLost
 from hairline.config import start_command
 from hairline.errors import HairlineError
@@ -70,6 +71,9 @@ def _stop_leftovers(ctx: Context) -> None:
     # group included; the process groups below are the fallback where there were none.
     for name in sweep(cgroup_prefix(ctx.store, ctx.id)):
         ctx.emit("trial", f"stopped what was left in cgroup {name}")
+    # Then their network namespaces, veths and nftables tables (isolated arms).
+    for name in sweep_namespaces(cgroup_prefix(ctx.store, ctx.id)):
+        ctx.emit("trial", f"removed network namespace {name} left behind")
     with ctx.store.transaction() as session:
         transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
         left = session.scalars(
@@ -93,6 +97,13 @@ def _remote(ctx: Context, allocation: Allocation) -> RemoteRun | None:
     """How this experiment's batches reach their hosts when they are Ray nodes."""
     if ctx.options.backend == "local":
         return None
+    if ctx.config.service.isolation is not None:
+        raise HairlineError(
+            f"[service.isolation] of {ctx.config.service.name}: isolated arms run on the "
+            f"local backend only, not on {ctx.options.backend}",
+            hint="run with --backend local, or remove [service.isolation] from the service "
+            "file (docs/safety.md)",
+        )
     if not ctx.options.ray_address:
         raise HairlineError(
             f"the {ctx.options.backend} backend needs the Ray head's address",
@@ -130,7 +141,7 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         arm = config.arms[name]
         artifact = artifacts.get(name) or ""
 
-        def spec(port: int, cpus: tuple[int, ...]) -> ArmSpec:
+        def spec(port: int, cpus: tuple[int, ...], host: str = "127.0.0.1") -> ArmSpec:
             arm_dir = workdir / f"{name}-{port}"
             arm_dir.mkdir(parents=True, exist_ok=True)
             words = start_command(
@@ -143,7 +154,8 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
                     "engine": engine_binary,
                     "workdir": str(arm_dir),
                     "arm": name,
-                    "host": "127.0.0.1",
+                    # An isolated arm's namespace address; else loopback.
+                    "host": host,
                 },
             )
             return ArmSpec(
@@ -155,7 +167,11 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
             )
 
         return ArmDef(
-            name=name, spec=spec, warm_path=service.warm, metrics_path=service.metrics_path
+            name=name,
+            spec=spec,
+            warm_path=service.warm,
+            metrics_path=service.metrics_path,
+            isolation=service.isolation,
         )
 
     if ctx.options.backend == "local":

@@ -110,6 +110,42 @@ def calibration_note(data: dict[str, Any]) -> str:
     return text
 
 
+def _counts(items: dict[str, int]) -> str:
+    return ", ".join(f"{what}: {n}" for what, n in sorted(items.items(), key=lambda i: -i[1]))
+
+
+def side_effect_notes(records: list[dict[str, Any]]) -> list[str]:
+    """Per isolated arm, over every batch attempt: connections its namespace refused, per
+    destination, and the writes the egress proxy answered itself, per endpoint
+    (ServiceLab section 5.3: a test must not write to production; docs/safety.md)."""
+    denied: dict[str, dict[str, int]] = {}
+    dropped: dict[str, dict[str, int]] = {}
+    for record in records:
+        for arm, report in (record.get("isolation") or {}).items():
+            for where, n in (report.get("denied") or {}).items():
+                refused = denied.setdefault(arm, {})
+                refused[where] = refused.get(where, 0) + int(n)
+            for address, relay in (report.get("downstreams") or {}).items():
+                for endpoint, n in (relay.get("dropped") or {}).items():
+                    answered = dropped.setdefault(arm, {})
+                    key = f"{address} {endpoint}"
+                    answered[key] = answered.get(key, 0) + int(n)
+    notes = []
+    for arm in sorted({*denied, *dropped}):
+        parts = []
+        if arm in denied:
+            parts.append(
+                f"{sum(denied[arm].values())} connections refused ({_counts(denied[arm])})"
+            )
+        if arm in dropped:
+            parts.append(
+                f"{sum(dropped[arm].values())} writes dropped by the egress proxy "
+                f"({_counts(dropped[arm])})"
+            )
+        notes.append(f"side effects of arm {arm}: " + "; ".join(parts))
+    return notes
+
+
 def measurement_notes(
     records: list[dict[str, Any]], trial_notes: list[tuple[int, str, str]], calibration: str | None
 ) -> tuple[str, ...]:
@@ -146,6 +182,7 @@ def measurement_notes(
         )
     if calibration:
         notes.append(calibration_note(json.loads(calibration)))
+    notes += side_effect_notes(records)
     return tuple(notes)
 
 
