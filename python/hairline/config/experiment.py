@@ -29,6 +29,7 @@ from hairline.config.sections import (
     TomlModel,
 )
 from hairline.errors import ConfigError
+from hairline.suggest.config import SuggestConfig
 
 __all__ = [
     "AA_MIN_EVERY_S",
@@ -167,6 +168,8 @@ class ExperimentConfig(TomlModel):
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
     hosts: HostsConfig = Field(default_factory=HostsConfig)
     mode: ModeConfig = Field(default_factory=ModeConfig)
+    # [suggest]: the change's endpoints only, in their shares (docs/suggest.md).
+    suggest: SuggestConfig | None = None
     # The file this came from (for messages); not part of what the experiment does.
     source: str = ""
 
