@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 
 from hairline.config import ExperimentConfig
 from hairline.hosts.inventory import parse_cpus
+from hairline.lab import concurrency
 from hairline.lab.analysis import Analysis
 from hairline.lab.queue import require_experiment
 from hairline.lab.results import (
@@ -304,6 +305,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         hosts=tuple(hosts[key] for key in sorted(hosts, key=lambda k: k[0])),
         mode=config.mode_name,
         curves=_capacity_curves(artifacts / "runs", records),
+        overlaps=tuple(concurrency.overlaps(store, experiment_id)),
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,

@@ -23,6 +23,7 @@ from hairline.report.context import (
     effect_text,
     headline,
     number_text,
+    overlap_notes,
     threshold_text,
 )
 
@@ -182,6 +183,8 @@ def render_markdown(report: ExperimentReport) -> str:
     failure = (report.failure or "").strip()
     if head.status == "failed" and (len(failure.splitlines()) > 1 or title != head.text):
         lines += ["", _block(failure)]
+    if report.overlaps:
+        lines += ["", *(f"> **{_text(note)}**" for note in overlap_notes(report.overlaps))]
     if report.notes:
         lines += ["", *(f"> {_text(note)}" for note in report.notes)]
     analysis = report.analysis

@@ -19,6 +19,7 @@ from hairline.report.context import (
     deciding_text,
     effect_text,
     headline,
+    overlap_notes,
     threshold_text,
 )
 
@@ -196,7 +197,12 @@ def _experiment_panel(report: ExperimentReport) -> Panel:
     if report.html_path is not None:
         grid.add_row("HTML report", Text(str(report.html_path)))
     return Panel(
-        Group(Text(head.text, style=_HEADLINE_STYLE[head.status]), Text(""), grid),
+        Group(
+            Text(head.text, style=_HEADLINE_STYLE[head.status]),
+            *(Text(note, style="bold yellow") for note in overlap_notes(report.overlaps)),
+            Text(""),
+            grid,
+        ),
         title=Text(f"hairline: {report.service} #{report.experiment_id}"),
         title_align="left",
         expand=False,

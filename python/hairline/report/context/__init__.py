@@ -2,7 +2,8 @@
 
 ``model``: the :class:`ExperimentReport` the lab builds (metadata, arms, hosts, the analysis
 and the observations) and the renderers read; ``trials``: per metric, arm and trial, the
-values the verdict stands on; ``notes``: hosts that differ, hardware mode, failed load gates;
+values the verdict stands on; ``notes``: hosts that differ, hardware mode, failed load gates,
+what else ran at the same time;
 ``text``: the headline and the words every renderer shares; ``contract``: the JSON contract;
 ``capacity``: capacity mode's arms, each with its highest rate under the SLO.
 Everything here is pure: no I/O, no clock.
@@ -17,7 +18,7 @@ from hairline.report.context.model import (
     ExperimentReport,
     HostReport,
 )
-from hairline.report.context.notes import host_notes, load_notes
+from hairline.report.context.notes import host_notes, load_notes, overlap_notes, trials_text
 from hairline.report.context.text import (
     Headline,
     Status,
@@ -54,5 +55,7 @@ __all__ = [
     "load_notes",
     "metric_trials",
     "number_text",
+    "overlap_notes",
     "threshold_text",
+    "trials_text",
 ]

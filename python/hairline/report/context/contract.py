@@ -9,6 +9,7 @@ from typing import Any
 from hairline.lab.analysis import Analysis
 from hairline.report.context.capacity import arm_capacities
 from hairline.report.context.model import ExperimentReport
+from hairline.report.context.notes import overlap_notes
 from hairline.report.context.text import headline
 from hairline.report.context.trials import metric_trials
 from hairline.report.jsonout import to_jsonable
@@ -81,6 +82,11 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
       ``design``, ``trials``, ``trials_done``, ``rate_per_s``, ``duration_s``, ``model``,
       ``html_path`` (string or null), ``notes`` (strings about the measurement, such as
       failed load gates; see :func:`load_notes`).
+    - ``overlaps``: ``[{"kind", "what", "reason", "started_at", "ended_at", "trials",
+      "note", "text"}]``: other experiments (kind ``"experiment"``) and events (``"deploy"``,
+      ``"maintenance"``, ``"other"``) on its hosts, machines or downstreams while its trials
+      ran (:func:`~hairline.lab.concurrency.overlaps`); ``trials`` numbered from 1,
+      ``ended_at`` null for an event at a point in time, ``text`` the report's warning.
     - ``headline``: ``{"status", "text"}``; status is one of regression, no regression,
       inconclusive, failed, cancelled, running.
     - ``regression`` (bool): true when a metric of a deciding comparison is a regression
@@ -137,6 +143,19 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "model": report.model,
         "html_path": report.html_path,
         "notes": list(report.notes),
+        "overlaps": [
+            {
+                "kind": o.kind,
+                "what": o.what,
+                "reason": o.reason,
+                "started_at": _when(o.started_at),
+                "ended_at": _when(o.ended_at),
+                "trials": list(o.trials),
+                "note": o.note,
+                "text": text,
+            }
+            for o, text in zip(report.overlaps, overlap_notes(report.overlaps), strict=True)
+        ],
         "headline": {"status": head.status, "text": head.text},
         "regression": report.analysis is not None and bool(report.analysis.regressions),
         "arms": [

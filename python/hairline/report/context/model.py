@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from hairline.lab.analysis import Analysis
+from hairline.lab.concurrency import Overlap
 from hairline.store.observations import Observations
 
 __all__ = ["ArmReport", "CapacityCurve", "CurvePoint", "ExperimentReport", "HostReport"]
@@ -114,6 +115,9 @@ class ExperimentReport:
     mode: str = "efficiency"
     # Capacity mode: each arm's search in each accepted batch.
     curves: tuple[CapacityCurve, ...] = ()
+    # Other experiments and events on its hosts or downstreams while its trials ran
+    # (lab/concurrency.py); every renderer warns about them at the top.
+    overlaps: tuple[Overlap, ...] = ()
 
     @property
     def chained(self) -> bool:

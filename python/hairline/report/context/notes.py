@@ -1,16 +1,17 @@
-"""What a reader must know beside the verdict: hosts that differ, hardware mode, and the
-engine's load gates that failed.
+"""What a reader must know beside the verdict: hosts that differ, hardware mode, the
+engine's load gates that failed, and what else ran at the same time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hairline.hosts.similar import mismatches
+from hairline.lab.concurrency import Overlap
 from hairline.report.context.model import HostReport
 
-__all__ = ["host_notes", "load_notes"]
+__all__ = ["host_notes", "load_notes", "overlap_notes", "trials_text"]
 
 
 def host_notes(
@@ -69,3 +70,38 @@ def load_notes(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
             f"(worst {batch}: {detail}); the measurements are kept"
         )
     return tuple(notes)
+
+
+def trials_text(trials: Sequence[int]) -> str:
+    """``trial 2``, ``trials 3-5``, ``trials 1, 3-5``: numbers from 1, runs joined."""
+    spans: list[list[int]] = []
+    for t in sorted(set(trials)):
+        if spans and t == spans[-1][1] + 1:
+            spans[-1][1] = t
+        else:
+            spans.append([t, t])
+    listed = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+    return f"trial {listed}" if len(trials) == 1 else f"trials {listed}"
+
+
+def _overlap_text(o: Overlap) -> str:
+    # reason: "same host w2", "same downstream 127.0.0.1:5432", ...
+    basis, _, where = o.reason.partition(" ")[2].partition(" ")
+    if o.kind == "experiment":
+        how = {
+            "host": f"ran on {where}",
+            "machine": f"ran on another CPU set of machine {where}",
+            "downstream": f"also used downstream {where}",
+        }.get(basis, f"ran beside it ({o.reason})")
+        text = f"{o.what} {how}"
+    else:
+        text = f"{o.kind} of {o.what}" + (f" on host {where}" if basis == "host" else "")
+    if o.trials:
+        text += f" during {trials_text(o.trials)}"
+    return text + (f" ({o.note})" if o.note else "")
+
+
+def overlap_notes(overlaps: Sequence[Overlap]) -> tuple[str, ...]:
+    """One warning per experiment or event that ran beside this one on its hosts or
+    downstreams (ServiceLab section 6.2.4: the top cause of false positives)."""
+    return tuple(f"WARNING: {_overlap_text(o)}; a difference may come from it" for o in overlaps)

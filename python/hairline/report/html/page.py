@@ -27,6 +27,7 @@ from hairline.report.context import (
     headline,
     metric_trials,
     number_text,
+    overlap_notes,
     threshold_text,
 )
 from hairline.report.html.charts import (
@@ -130,6 +131,9 @@ def _header(report: ExperimentReport) -> list[str]:
         f"{report.trials} trials · created {_e(_when(report.created_at))} · started "
         f"{_e(_when(report.started_at))} · finished {_e(_when(report.finished_at))}</p>",
     ]
+    if report.overlaps:
+        items = "".join(f"<li>{_e(note)}</li>" for note in overlap_notes(report.overlaps))
+        parts.append(f'<ul class="notes overlaps">{items}</ul>')
     if report.failure:
         parts.append(f"<h3>Failure</h3><pre>{_e(report.failure)}</pre>")
     if report.notes:
