@@ -5,6 +5,7 @@
 //! Library code returns typed errors (`thiserror`); only `main.rs` speaks `anyhow`.
 
 pub mod client;
+pub mod egress;
 pub mod histogram;
 pub mod http;
 pub mod load;

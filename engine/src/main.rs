@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use hairline_engine::{load, record, sample_cache, sample_service};
+use hairline_engine::{egress, load, record, sample_cache, sample_service};
 
 #[derive(Parser)]
 #[command(name = "hairline-engine", version, about = "hairline's data plane")]
@@ -27,6 +27,8 @@ enum Command {
     SampleCache(sample_cache::SampleCacheArgs),
     /// Write a synthetic JSONL trace for the sample service (endpoint mix, Zipf users).
     SampleTrace(sample_service::SampleTraceArgs),
+    /// Proxy a service's calls to one downstream: forward reads, answer writes here.
+    Egress(egress::EgressArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,9 @@ fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
         Command::SampleTrace(args) => sample_service::run_trace(args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
+        Command::Egress(args) => egress::run(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
     };
