@@ -116,7 +116,7 @@ def test_an_allowed_loopback_destination_is_relayed(tmp_path: Path, clean: None)
         ).start() as arm:  # fmt: skip
             assert get(f"{arm.url}/connect?to={target}").split()[0] == "ok"
             report = arm.isolation_report()
-        assert report["denied"] == {}
+        assert target not in report["denied"]  # type: ignore[operator]
 
 
 @needs_egress
