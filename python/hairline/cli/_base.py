@@ -66,7 +66,6 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "serve": ("serve",),
     "service": ("web",),
     "status": ("experiments",),
-    "suggest": ("suggest",),
     "token": ("web",),
     "trace": ("traffic",),
     "tune": ("tune",),

@@ -75,15 +75,11 @@ class ChangedFunction:
         return self.change != "renamed"
 
     @property
-    def change_text(self) -> str:
-        """``modified``, ``renamed from x.old``, ``modified, was x.old``."""
+    def label(self) -> str:
         if self.old_name and self.old_name != self.name:
-            return (
-                f"renamed from {self.old_name}"
-                if self.change == "renamed"
-                else (f"{self.change}, was {self.old_name}")
-            )
-        return self.change
+            verb = "renamed" if self.change == "renamed" else f"{self.change}, was"
+            return f"{self.name} ({verb} {self.old_name})"
+        return self.name
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,8 @@ def remix(
         functions=[
             SuggestedFunction(
                 name=f.function.name,
-                change=f.function.change_text,
+                change=f.function.label.removeprefix(f.function.name).strip(" ()")
+                or f.function.change,
                 cost=f.cost,
                 share=f.share(diff.total),
             )
