@@ -66,6 +66,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "serve": ("serve",),
     "service": ("web",),
     "status": ("experiments",),
+    "suggest": ("suggest",),
     "token": ("web",),
     "trace": ("traffic",),
     "tune": ("tune",),

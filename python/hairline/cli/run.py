@@ -310,6 +310,50 @@ def _finish_with(backend: str, ray_address: str | None, home: Path, db_url: str 
     return " ".join(words)
 
 
+def _suggest_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    path = click.Path(path_type=Path)
+    fn = click.option("--suggest-base", metavar="REV", help="With --suggested-by: the revision "
+                      "it is compared with (default: [suggest] base, else REV^).")(fn)  # fmt: skip
+    fn = click.option("--suggest-repo", type=path, help="With --suggested-by: the git "
+                      "repository (default: [suggest] repo).")(fn)  # fmt: skip
+    fn = click.option("--suggest-profile", "suggest_profiles", multiple=True, type=path,
+                      help="With --suggested-by: a profile of production (default: [suggest] "
+                      "profiles). Repeatable.")(fn)  # fmt: skip
+    return click.option(
+        "--suggested-by", metavar="REV",
+        help="Replay only the endpoints whose code REV modifies, in their shares of its "
+        "production cost (docs/suggest.md); nothing to test exits 0.",
+    )(fn)  # fmt: skip
+
+
+def _narrowed(
+    config: ExperimentConfig,
+    out: Console,
+    home: Path,
+    head: str | None,
+    profiles: tuple[Path, ...],
+    repo: Path | None,
+    base: str | None,
+) -> ExperimentConfig:
+    """The experiment on the trace the suggested change reaches; exit 0 when it reaches
+    nothing worth testing."""
+    from hairline.suggest.plan import suggested_experiment
+
+    narrowed, found = suggested_experiment(
+        config, head=head, out_dir=home / "suggest", profiles=profiles, repo=repo, base=base
+    )
+    if narrowed is None or narrowed.suggest is None or narrowed.suggest.why is None:
+        out.print(f"[bold]nothing to test[/]: {esc(found.reason)}")
+        sys.exit(EXIT_OK)
+    why = narrowed.suggest.why
+    shares = ", ".join(f"{e.endpoint} {e.share:.1%}" for e in why.endpoints)
+    out.print(
+        f"suggested by {esc(found.head)}: {len(why.functions)} modified functions, impact "
+        f"{why.share:.3%} of the profile; replaying {esc(shares)}"
+    )
+    return narrowed
+
+
 def _lab_command(kind: str) -> Callable[..., None]:
     def command(
         file: Path,
@@ -328,11 +372,18 @@ def _lab_command(kind: str) -> Callable[..., None]:
         json_path: Path | None,
         markdown_path: Path | None,
         html_path: Path | None,
+        suggested_by: str | None = None,
+        suggest_profiles: tuple[Path, ...] = (),
+        suggest_repo: Path | None = None,
+        suggest_base: str | None = None,
     ) -> None:
         out = console(json_path, markdown_path)
         config = load_experiment_file(file)
         if priority is not None:
             config = config.model_copy(update={"priority": priority})
+        if kind == "ab" and (suggested_by or (config.suggest and config.suggest.head)):
+            config = _narrowed(config, out, home, suggested_by, suggest_profiles,
+                               suggest_repo, suggest_base)  # fmt: skip
         if check:
             out.print(
                 f"{esc(str(file))}: ok ({config.service.name}, arms "
@@ -379,5 +430,7 @@ for _name, _kind, _help in (("run", "ab", _RUN_HELP), ("aa", "aa", _AA_HELP)):
     _fn = _lab_command(_kind)
     _fn.__doc__ = _help
     _fn = report_options(_run_options(store_options(_fn)))
+    if _kind == "ab":
+        _fn = _suggest_options(_fn)
     _fn = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))(_fn)
     main.command(name=_name, help=_help)(_fn)

@@ -33,6 +33,7 @@ from hairline.report.context import (
 from hairline.store.db import Store
 from hairline.store.models import Arm, Host, Run, Service, Trial
 from hairline.store.observations import Observations, observations_from_table
+from hairline.suggest.config import why_notes
 
 __all__ = ["load_report"]
 
@@ -309,7 +310,8 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,
-        notes=host_notes(tuple(hosts.values()), arm_classes=arm_classes)
+        notes=why_notes(config.suggest.why if config.suggest else None)
+        + host_notes(tuple(hosts.values()), arm_classes=arm_classes)
         + measurement_notes(records, trial_notes, calibration)
         + load_notes(_load_summaries(artifacts / "runs", records)),
     )

@@ -75,11 +75,15 @@ class ChangedFunction:
         return self.change != "renamed"
 
     @property
-    def label(self) -> str:
+    def change_text(self) -> str:
+        """``modified``, ``renamed from x.old``, ``modified, was x.old``."""
         if self.old_name and self.old_name != self.name:
-            verb = "renamed" if self.change == "renamed" else f"{self.change}, was"
-            return f"{self.name} ({verb} {self.old_name})"
-        return self.name
+            return (
+                f"renamed from {self.old_name}"
+                if self.change == "renamed"
+                else (f"{self.change}, was {self.old_name}")
+            )
+        return self.change
 
 
 @dataclass(frozen=True)

@@ -166,8 +166,8 @@ def git_diff(repo: Path, base: str, head: str) -> str:
     """``git diff -M -U0 base head`` in ``repo``: unknown folders and revisions are
     :class:`ConfigError` naming ``--repo``, ``--base`` or ``--head``."""
     _check_repo(repo)
+    new = _resolve(repo, head, "--head")  # first: a wrong head makes its default base wrong
     old = _resolve(repo, base, "--base")
-    new = _resolve(repo, head, "--head")
     done = _git(repo, "diff", "-M", "-U0", "--no-color", "--no-ext-diff", old, new)
     if done.returncode != 0:
         raise DataError(f"git diff {base} {head} failed: {done.stderr.strip()}")

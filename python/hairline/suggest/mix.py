@@ -87,8 +87,7 @@ def remix(
         functions=[
             SuggestedFunction(
                 name=f.function.name,
-                change=f.function.label.removeprefix(f.function.name).strip(" ()")
-                or f.function.change,
+                change=f.function.change_text,
                 cost=f.cost,
                 share=f.share(diff.total),
             )
