@@ -142,26 +142,20 @@ def _side(
     return functions_of(path, text, crate=crate(side, path) if path.endswith(".rs") else "crate")
 
 
+def _holders(functions: list[Function], lines: Sequence[int]) -> list[str | None]:
+    """The local name of the innermost function holding each line (None: outside all)."""
+    holders = [innermost(functions, line) for line in lines]
+    return [f.local if f is not None else None for f in holders]
+
+
 def _file(
     change: FileChange, read: Reader, crate: Callable[[Side, str], str]
 ) -> tuple[list[ChangedFunction], int]:
     base = _side("base", change.old_path, read, crate)
     head = _side("head", change.new_path, read, crate)
-    unmapped = 0
-    head_lines: Counter[str] = Counter()
-    base_lines: Counter[str] = Counter()
-    for line in change.added:
-        f = innermost(head, line)
-        if f is None:
-            unmapped += 1
-        else:
-            head_lines[f.local] += 1
-    for line in change.removed:
-        f = innermost(base, line)
-        if f is None:
-            unmapped += 1
-        else:
-            base_lines[f.local] += 1
+    head_lines = Counter(_holders(head, change.added))
+    base_lines = Counter(_holders(base, change.removed))
+    unmapped = head_lines.pop(None, 0) + base_lines.pop(None, 0)
     base_by = {f.local: f for f in base}
     head_by = {f.local: f for f in head}
     vanished = [f for f in base if f.local not in head_by]
