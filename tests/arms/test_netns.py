@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -126,6 +127,25 @@ def test_remove_and_sweep_leave_nothing_behind(clean: None) -> None:
     assert len(leftovers(PREFIX)) == 3
     assert sweep_namespaces(PREFIX) != []
     assert leftovers(PREFIX) == []
+
+
+@needs_netns
+def test_forwarding_is_on_while_a_namespace_needs_it_and_restored_after(clean: None) -> None:
+    ip_forward = Path("/proc/sys/net/ipv4/ip_forward")
+    was = ip_forward.read_text()
+    ip_forward.write_text("0\n")
+    try:
+        isolation = IsolationConfig(allow=["10.0.0.5:6379"])  # another machine: forwarded
+        first = ArmNamespace(PREFIX + "f-1", isolation, port=8086).create()
+        second = ArmNamespace(PREFIX + "g-2", isolation, port=8087).create()
+        first.remove()
+        assert ip_forward.read_text().strip() == "1"  # the second still needs it
+        sweep_namespaces(PREFIX)  # the second as a dead processor left it
+        assert ip_forward.read_text().strip() == "0"
+        second.remove()
+        assert ip_forward.read_text().strip() == "0"
+    finally:
+        ip_forward.write_text(was)
 
 
 @needs_netns

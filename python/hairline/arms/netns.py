@@ -16,7 +16,9 @@ Each isolated arm gets a namespace of its own, named like its cgroup
   in a dynamic set with per-element counters, so a service is never left hanging on a
   denied destination and the report can say what it tried.
 - where the allow-list names another machine, a table on the host that masquerades the
-  namespace's traffic (and IPv4 forwarding on, which hairline does not turn off again).
+  namespace's traffic, and IPv4 forwarding on while any such namespace exists: when
+  hairline turned it on, the last of them to go turns it off again (the namespaces that
+  need it are listed in ``/run/hairline-forwarding``, under the same lock as the subnets).
 
 Removing the namespace takes its veth pair and table with it; :func:`sweep_namespaces`
 removes what a dead processor left, by prefix, as :func:`hairline.arms.cgroup.sweep` does
@@ -52,6 +54,10 @@ NETNS_DIR = Path("/run/netns")
 # 10.213.0.0/16, one /30 per namespace: N is the third octet (256 arms on one machine).
 _SUBNET = "10.213"
 _LOCK = Path("/run/hairline-netns.lock")
+_IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+# The namespaces that need forwarding, one per line, after a first line saying what
+# ip_forward was before hairline turned it on ("0" or "1").
+_FORWARDING = Path("/run/hairline-forwarding")
 _TABLE = "hairline"
 _NAME_MAX = 200  # a namespace is a file in /run/netns; keep well under NAME_MAX
 
@@ -247,7 +253,12 @@ class ArmNamespace:
 
     def _masquerade(self) -> None:
         """Replies from another machine find their way back to the namespace's address."""
-        Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+        with _locked():
+            before, users = _forwarding_users()
+            if not users:
+                before = _IP_FORWARD.read_text().strip() or "0"
+            _FORWARDING.write_text("\n".join([before, *sorted(users | {self.name})]) + "\n")
+            _IP_FORWARD.write_text("1\n")
         table = _table_name(self.name)
         _run(
             "nft", "-f", "-",
@@ -319,6 +330,33 @@ def _remove(name: str, host_veth: str) -> None:
         _run("ip", "link", "del", host_veth, check=False)
     if shutil.which("nft") is not None:
         _run("nft", "delete", "table", "ip", _table_name(name), check=False)
+    _release_forwarding(name)
+
+
+def _forwarding_users() -> tuple[str, set[str]]:
+    """What ip_forward was before hairline, and the namespaces that need it now."""
+    try:
+        lines = _FORWARDING.read_text().split()
+    except OSError:
+        return "0", set()
+    return (lines[0] if lines else "0"), set(lines[1:])
+
+
+def _release_forwarding(name: str) -> None:
+    """``name`` no longer needs forwarding; the last one restores what ip_forward was."""
+    if not _FORWARDING.exists():
+        return
+    with _locked():
+        before, users = _forwarding_users()
+        if name not in users:
+            return
+        users.discard(name)
+        if users:
+            _FORWARDING.write_text("\n".join([before, *sorted(users)]) + "\n")
+            return
+        _FORWARDING.unlink(missing_ok=True)
+        if before == "0":
+            _IP_FORWARD.write_text("0\n")
 
 
 def _host_tables(prefix: str) -> list[str]:
