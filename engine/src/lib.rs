@@ -23,5 +23,6 @@ pub mod sample_ops;
 pub mod sample_service;
 pub mod sample_stall;
 pub mod sample_trace;
+pub mod sockets;
 pub mod trace;
 pub mod validity;

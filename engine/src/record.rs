@@ -20,6 +20,7 @@ use crate::http::parse_http_url;
 pub use crate::http::{
     parse_request_head, BodyFraming, ChunkedDecoder, RequestHead, ResponseTracker,
 };
+use crate::sockets::wait_readable;
 pub use label::{normalize_ids, parse_label_rule, LabelRule, Labeler};
 pub use sample::{parse_probability, parse_reservoir, Decision, SampleSpec, Sampler};
 pub use writer::KeySource;
@@ -813,17 +814,6 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, max_connections: usiz
             }
         }
     }
-}
-
-fn wait_readable(fd: i32, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: `pfd` is a valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
 }
 
 /// `hairline-engine record`: validates, starts, records until SIGINT/SIGTERM, prints the

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::{HttpPolicy, Shared};
 use crate::http::{parse_request_head, BodyFraming, ChunkedDecoder, RequestHead, ResponseTracker};
+use crate::sockets::{connect_message, is_timeout};
 
 /// Read timeout of both sockets: how often a waiting thread looks at the stop flag.
 const READ_STEP: Duration = Duration::from_millis(200);
@@ -403,20 +404,5 @@ fn reason(status: u16) -> &'static str {
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         _ => "Answered",
-    }
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
-fn connect_message(e: &io::Error) -> &'static str {
-    match e.kind() {
-        io::ErrorKind::ConnectionRefused => "connection refused",
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "connect timed out",
-        _ => "cannot connect",
     }
 }

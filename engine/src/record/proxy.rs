@@ -21,6 +21,7 @@ use super::Shared;
 use crate::http::{
     parse_request_head, BodyFraming, ChunkedDecoder, HeadError, RequestHead, ResponseTracker,
 };
+use crate::sockets::{connect_message, is_timeout};
 
 /// Read timeout of the upstream socket: how often a thread waiting for a response looks
 /// at the stop flag and the upstream timeout.
@@ -673,21 +674,6 @@ impl ClientConn<'_> {
             return Next::Close;
         }
         Next::KeepOpen
-    }
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
-fn connect_message(e: &io::Error) -> &'static str {
-    match e.kind() {
-        io::ErrorKind::ConnectionRefused => "connection refused",
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "connect timed out",
-        _ => "cannot connect",
     }
 }
 
