@@ -59,7 +59,7 @@ class HttpDownstreamConfig(TomlModel):
 
     address: str
     forward: list[str] = Field(default_factory=lambda: ["GET", "HEAD"])
-    drop_status: int = Field(default=200, ge=100, le=599)
+    drop_status: int = Field(default=200, ge=200, le=599)
     drop_body: str = "{}"
     drop_content_type: str = Field(default="application/json", min_length=1)
 
