@@ -15,13 +15,10 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
+from hairline.arms.egress import EgressProxy, EgressSpec, EgressStats
 from hairline.arms.netns import ArmNamespace
 from hairline.config.isolation import IsolationConfig, is_loopback
-
-if TYPE_CHECKING:
-    from hairline.arms.egress import EgressProxy, EgressSpec, EgressStats
 
 __all__ = ["ArmIsolation", "relay_specs"]
 
@@ -29,11 +26,6 @@ __all__ = ["ArmIsolation", "relay_specs"]
 def relay_specs(isolation: IsolationConfig, netns: Path) -> list[EgressSpec]:
     """One egress proxy per reachable loopback destination and per HTTP downstream."""
     relayed = [address for address in isolation.allow if is_loopback(address)]
-    if not relayed and not isolation.http:
-        return []
-    # Loaded when there is something to relay: a namespace alone needs no proxy.
-    from hairline.arms.egress import EgressSpec
-
     specs = [EgressSpec(listen=a, upstream=a, netns=netns) for a in relayed]
     for http in isolation.http:
         specs.append(
@@ -84,8 +76,6 @@ class ArmIsolation:
             self.namespace.create()
             self._workdir.mkdir(parents=True, exist_ok=True)
             specs = relay_specs(self.isolation, self.namespace.path)
-            if specs:
-                from hairline.arms.egress import EgressProxy
             for spec in specs:
                 kind = "http" if spec.http else "tcp"
                 stats = self._workdir / f"{self.namespace.name}-{kind}-{spec.listen}.json"

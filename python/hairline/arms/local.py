@@ -26,16 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from hairline.arms.cgroup import ArmCgroup, create_cgroup
+from hairline.arms.isolation import ArmIsolation
 from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import ArmFailed
 from hairline.procs import child_setup
-
-if TYPE_CHECKING:
-    from hairline.arms.isolation import ArmIsolation
 
 __all__ = ["ArmSpec", "LocalArm", "free_port", "wait_http_ok"]
 
@@ -123,9 +120,6 @@ class LocalArm:
         self.fallback = ""
         self.isolation: ArmIsolation | None = None
         if isolation is not None:
-            # Loaded by isolated arms only: it runs the egress proxy.
-            from hairline.arms.isolation import ArmIsolation
-
             name = cgroup or f"hl-{self.spec.name}-{port}"
             where = workdir or (log_path.parent if log_path else Path.cwd())
             self.isolation = ArmIsolation(name, isolation, port=port, workdir=where)
