@@ -1,0 +1,68 @@
+"""The DiffSuggester end to end on examples/suggest: a change to a function only /invoice
+runs is scored, narrowed to /invoice, and caught by a short experiment on the re-mixed
+trace, whose report says why it replays those endpoints; nothing is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hairline.cli import main
+
+pytestmark = pytest.mark.slow
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "suggest"
+HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example's repository: the shop at HEAD^, invoice_tax doing twice its work at HEAD."""
+    repo = tmp_path_factory.mktemp("suggest") / "shop"
+    subprocess.run([sys.executable, str(EXAMPLE / "make_repo.py"), str(repo)], check=True,
+                   capture_output=True)  # fmt: skip
+    return repo
+
+
+def test_suggest_selects_only_the_endpoint_the_change_reaches(shop: Path) -> None:
+    done = CliRunner().invoke(main, ["suggest", "--repo", str(shop), "--profile",
+                                     str(shop / "prod.folded"), "--threshold", "0.5%",
+                                     "--json"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    found = json.loads(done.output)
+    assert found["test"] is True
+    assert [f["name"] for f in found["functions"]] == ["shop.invoice_tax"]
+    assert [e["endpoint"] for e in found["endpoints"]] == ["GET /invoice"]
+    assert 0.03 < found["share"] < 0.04  # prod.folded: invoice_tax is 3.4% of the cost
+
+
+def test_the_suggested_experiment_flags_the_regression(
+    shop: Path, tmp_path: Path, engine_path: Path
+) -> None:
+    home = tmp_path / "home"
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [*HAIRLINE, "run", str(shop / "experiment.toml"), "--suggested-by", "HEAD",
+         "--home", str(home), "--json", str(report)],
+        capture_output=True, text=True, timeout=300, cwd=shop,
+        env={**os.environ, "HAIRLINE_ENGINE": str(engine_path)},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr  # 1: a regression
+    assert "replaying /invoice 100.0%" in done.stdout
+    data = json.loads(report.read_text())
+    assert data["trials_done"] == 3
+    verdicts = {m["metric"]: m["verdict"] for m in data["analysis"]["metrics"]}
+    assert data["regression"] is True and verdicts["cpu_ns_per_request"] == "regression"
+    why = " ".join(data["notes"])
+    assert "why these endpoints: HEAD (against HEAD^) modifies shop.invoice_tax" in why
+    assert "/invoice 100.0%" in why and "/search" not in why
+    running = subprocess.run(["pgrep", "-af", str(home)], capture_output=True, text=True)
+    assert running.stdout == "", f"left running: {running.stdout}"  # arms run from home's cache
+    worktrees = subprocess.run(["git", "-C", str(shop), "worktree", "list"], text=True,
+                               capture_output=True, check=True).stdout  # fmt: skip
+    assert len(worktrees.splitlines()) == 1, worktrees  # the builds' checkouts are gone
