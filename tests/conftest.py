@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
@@ -476,3 +476,48 @@ def kraken_fleet(engine_path: Path) -> Iterator[LocalFleet]:
         pytest.skip("HAProxy is not installed (make sysdeps installs it)")
     with LocalFleet(FleetSpec(servers=4), engine=engine_path) as fleet:
         yield fleet
+
+
+# --- a git repository a test writes commits into (tests/suggest) ---------------------------
+
+Commit = Callable[[Mapping[str, str | None]], str]
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` as a fixed author, whatever GIT_* this process has."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")  # fmt: skip
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          env=env, check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    return path
+
+
+@pytest.fixture
+def commit(repo: Path) -> Commit:
+    """Write files (None deletes one; "->new/path" moves it) and commit; the commit's id."""
+
+    def make(files: Mapping[str, str | None]) -> str:
+        for name, text in files.items():
+            path = repo / name
+            if text is None:
+                git(repo, "rm", "-q", name)
+            elif text.startswith("->"):
+                (repo / text[2:]).parent.mkdir(parents=True, exist_ok=True)
+                git(repo, "mv", name, text[2:])
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+                git(repo, "add", name)
+        git(repo, "commit", "-q", "--allow-empty", "-m", "c")
+        return git(repo, "rev-parse", "HEAD")
+
+    return make
