@@ -36,11 +36,11 @@ def test_json_profiles_give_costs_directly() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("/a;f 1\n/a;g lots\n", r"p.folded:2: the count 'lots' is not a number"),
-        ("/a;f -3\n", r"p.folded:1: the count '-3'"),
+        ("/a;f 1\n/a;g lots\n", r"p.folded:2: '/a;g lots' does not end in a count"),
+        ("/a;f -3\n", r"p.folded:1: '/a;f -3' does not end in a count"),
         ("/a;;f 3\n", r"p.folded:1: '/a;;f' has an empty frame"),
-        ("justonefield\n", r"p.folded:1: 'justonefield' has no count"),
-        ("# nothing\n", "names no endpoint"),
+        ("justonefield\n", r"p.folded:1: 'justonefield' does not end in a count"),
+        ("# nothing\n", "has no stack"),
         ('{"endpoints": [1]}', 'no "endpoints" object'),
         ('{"endpoints": {"/a": {"f": "x"}}}', r'"endpoints"."/a"."f" is \'x\''),
         ('{"endpoints": {"/a": 3}}', r'"endpoints"."/a" is not an object'),

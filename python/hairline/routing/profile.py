@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hairline.errors import DataError
+from hairline.suggest.profile import parse_folded
 
 __all__ = ["Profile", "parse_profile", "read_profile"]
 
@@ -77,37 +78,15 @@ def parse_profile(text: str, *, source: str = "<profile>") -> Profile:
 
 
 def _parse_folded(text: str, source: str) -> Profile:
+    """Folded stacks through the one folded parser (suggest/profile.py), charged to every
+    function of each stack once."""
     endpoints: dict[str, dict[str, float]] = {}
     totals: dict[str, float] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        stack, _, count_text = line.rpartition(" ")
-        where = f"{source}:{number}"
-        if not stack:
-            raise DataError(
-                f"{where}: {line!r} has no count",
-                hint="write `/endpoint;function;... COUNT` (frames joined by ';', a space, "
-                "then a number)",
-            )
-        count = _number(count_text)
-        if count is None:
-            raise DataError(
-                f"{where}: the count {count_text!r} is not a number",
-                hint="end each line with a space and a non-negative number, e.g. "
-                "`/api/op/3;op_common_0 1234`",
-            )
-        frames = [frame.strip() for frame in stack.split(";")]
-        if any(not frame for frame in frames):
-            raise DataError(
-                f"{where}: {stack!r} has an empty frame",
-                hint="frames are joined by single ';' with a name on each side",
-            )
-        costs = endpoints.setdefault(frames[0], {})
-        totals[frames[0]] = totals.get(frames[0], 0.0) + count
+    for (endpoint, frames), count in parse_folded(text, source=source).stacks.items():
+        costs = endpoints.setdefault(endpoint, {})
+        totals[endpoint] = totals.get(endpoint, 0.0) + count
         # A recursive function appears twice in one stack but is charged once.
-        for function in dict.fromkeys(frames[1:]):
+        for function in dict.fromkeys(frame.name for frame in frames):
             costs[function] = costs.get(function, 0.0) + count
     return Profile(endpoints=endpoints, totals=totals)
 
