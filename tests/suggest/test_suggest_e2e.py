@@ -46,8 +46,14 @@ def test_the_suggested_experiment_flags_the_regression(
 ) -> None:
     home = tmp_path / "home"
     report = tmp_path / "report.json"
+    # Trials until the verdict settles (3 or 4 in bench/suggest's runs): a Python service at a
+    # fifth of a core once gave one wild trial in three on a busy machine (+59%, [-15, +132]).
+    experiment = shop / "experiment-auto.toml"
+    text = (shop / "experiment.toml").read_text()
+    assert "trials = 3" in text
+    experiment.write_text(text.replace("trials = 3", 'trials = "auto"\nmax_trials = 8'))
     done = subprocess.run(
-        [*HAIRLINE, "run", str(shop / "experiment.toml"), "--suggested-by", "HEAD",
+        [*HAIRLINE, "run", str(experiment), "--suggested-by", "HEAD",
          "--home", str(home), "--json", str(report)],
         capture_output=True, text=True, timeout=300, cwd=shop,
         env={**os.environ, "HAIRLINE_ENGINE": str(engine_path)},
@@ -55,7 +61,7 @@ def test_the_suggested_experiment_flags_the_regression(
     assert done.returncode == 1, done.stdout + done.stderr  # 1: a regression
     assert "replaying /invoice 100.0%" in done.stdout
     data = json.loads(report.read_text())
-    assert data["trials_done"] == 3
+    assert 3 <= data["trials_done"] <= 8
     verdicts = {m["metric"]: m["verdict"] for m in data["analysis"]["metrics"]}
     assert data["regression"] is True and verdicts["cpu_ns_per_request"] == "regression"
     why = " ".join(data["notes"])
