@@ -11,6 +11,7 @@ pub mod http;
 pub mod load;
 pub mod output;
 pub mod pace;
+pub mod priority;
 pub mod record;
 pub mod recv_stamp;
 pub mod replay;

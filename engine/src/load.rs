@@ -105,6 +105,11 @@ pub struct LoadArgs {
     /// a service under test: spinning takes that CPU from it.
     #[arg(long, value_name = "US", default_value_t = 150)]
     pub spin_us: u64,
+    /// The event loop's scheduling: `auto` asks for real-time priority when it sleeps
+    /// between sends (it shares a CPU with a service) and nice -10 when it spins, keeping
+    /// the default where refused; the summary's `scheduling` says what it got.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub priority: crate::priority::PriorityMode,
     /// Write the summary JSON here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
@@ -665,6 +670,7 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
         timeout_ns: args.timeout_ms * 1_000_000,
         interval_ns: args.interval_ms * 1_000_000,
         spin_ns: args.spin_us * 1_000,
+        priority: args.priority,
         control: args.control,
         seed: args.seed,
     })

@@ -32,6 +32,7 @@ use crate::client::{connect_error_kind, Conn, ConnState, ReadOutcome, Response};
 use crate::histogram::{new_latency_histogram, percentiles_us, record_ns};
 use crate::http::ResponseTracker;
 use crate::pace::{Arrival, Pacer, MAX_RATE_PER_S, NEVER_NS};
+use crate::priority::{self, Priority, PriorityMode};
 use crate::request_log::{ErrorKind, RequestRecord};
 use crate::validity;
 
@@ -100,6 +101,8 @@ pub struct Plan {
     pub interval_ns: u64,
     /// The last stretch before a due time that is spun rather than slept (`--spin-us`).
     pub spin_ns: u64,
+    /// The event loop thread's scheduling policy (`--priority`).
+    pub priority: PriorityMode,
     pub control: bool,
     pub seed: u64,
 }
@@ -337,6 +340,11 @@ struct Engine<'p> {
     warmup_sent: u64,
     hdr_serializer: V2DeflateSerializer,
     writes: Vec<Option<u64>>,
+    /// The loop thread's policy, and its run delay (ns runnable without a CPU) when the
+    /// measurement started and ended.
+    priority: Priority,
+    run_delay_start_ns: Option<u64>,
+    run_delay_end_ns: Option<u64>,
 }
 
 /// Runs the plan to completion and returns the summary JSON.
@@ -421,6 +429,10 @@ pub fn run(plan: &Plan, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<Value, Re
         warmup_sent: 0,
         hdr_serializer: V2DeflateSerializer::new(),
         writes: Vec::new(),
+        // After the helper threads started: only this thread's policy changes.
+        priority: priority::apply(plan.priority, plan.spin_ns > 0),
+        run_delay_start_ns: None,
+        run_delay_end_ns: None,
     };
     let result = engine.event_loop(commands.as_ref(), &stop, &warm_flags);
     probe_stop.store(true, Ordering::Relaxed);
@@ -609,6 +621,7 @@ impl<'p> Engine<'p> {
 
     fn start_measurement(&mut self, pacer: &mut Pacer, now: u64) -> Result<(), ReplayError> {
         self.warmup_sent = pacer.next_index() - WARMUP_ID_BASE;
+        self.run_delay_start_ns = priority::run_delay_ns();
         self.phase = Phase::Measure;
         self.measure_start_ns = now;
         self.interval_start_ns = now;
@@ -638,6 +651,9 @@ impl<'p> Engine<'p> {
 
     /// Ends scheduling at `end_ns`; returns the drain deadline.
     fn begin_drain(&mut self, end_ns: u64) -> u64 {
+        if self.phase != Phase::Drain {
+            self.run_delay_end_ns = priority::run_delay_ns();
+        }
         if self.phase == Phase::Measure {
             self.window_end_ns = end_ns.min(self.window_end_ns);
         } else if self.phase == Phase::Warmup {
@@ -1260,7 +1276,7 @@ impl<'p> Engine<'p> {
         }
         let mut gates = vec![
             validity::rate_gate(self.scheduled, &sent_per_target),
-            validity::late_gate(self.late_sends, self.lateness.len()),
+            validity::late_gate(self.behind, self.scheduled),
             validity::dropped_gate(dropped),
         ];
         if matches!(plan.arrival, Arrival::Poisson { .. }) {
@@ -1303,6 +1319,16 @@ impl<'p> Engine<'p> {
             "max_in_flight": plan.max_in_flight,
             "timeout_ms": plan.timeout_ns / 1_000_000,
             "spin_us": plan.spin_ns / 1_000,
+            "scheduling": {
+                "policy": self.priority.policy,
+                "detail": self.priority.detail,
+                // How long the loop was runnable but had no CPU during the measurement:
+                // lateness from sharing a CPU, not from the loop's own work.
+                "run_delay_ms": match (self.run_delay_start_ns, self.run_delay_end_ns) {
+                    (Some(a), Some(b)) => json!(b.saturating_sub(a) as f64 / 1e6),
+                    _ => Value::Null,
+                },
+            },
         }))
     }
 }
