@@ -53,3 +53,16 @@ def test_impossible_cpu_readings_spoil_the_batch() -> None:
     [problem] = problems(A=reading(cpu_ns=3_000_000_000))  # 3 s of CPU in 2 s on one CPU
     assert "more than its CPUs can give" in problem
     assert problems(A=reading(cpu_ns=3_000_000_000, cpus=2)) == []
+
+
+def test_a_batch_the_hypervisor_took_cpu_from_is_spoiled_and_says_where() -> None:
+    arm = ArmReading(requests=100, errors=0, cpu_ns=10**9, cpus=1, running=True)
+
+    problems = batch_problems(
+        {"A": arm}, failed_gates=[], wall_s=4.0, max_error_rate=0.01, steal_ms={0: 40.0, 1: 120.0}
+    )
+
+    assert problems == [
+        "the hypervisor ran other work on CPU 1 for 120 ms of the 4.00 s measured "
+        "(3.0% steal, limit 2%): the machine was shared"
+    ]

@@ -33,6 +33,7 @@ import pyarrow as pa
 from hairline import engine
 from hairline.arms.cgroup import cgroup_name
 from hairline.arms.local import ArmSpec, LocalArm, free_port
+from hairline.collect.cpustat import read_cpu_times, steal_ms
 from hairline.collect.prometheus import Sample, scrape
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import HairlineError
@@ -421,6 +422,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
             cpu_before = {n: running[n].cpu_ns() for n in names}
             if hooks.progress:
                 hooks.progress(batch, "measuring")
+            steal_before = read_cpu_times()
             started = time.monotonic()
             with _MemorySampler(running) as memory:
                 measured = engine.measure(
@@ -450,6 +452,9 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
             )  # fmt: skip
         cpu_after = {n: running[n].cpu_ns() for n in names}
         wall_s = time.monotonic() - started
+        # Every CPU the batch used: the arms' hosts' and the engine's.
+        used_cpus = {c for h in host_of.values() for c in plan.hosts[h]} | set(plan.harness_cpus)
+        stolen_ms = steal_ms(steal_before, read_cpu_times(), used_cpus)
         alive = {n: running[n].running() for n in names}
         peak = {n: running[n].peak_memory_bytes() for n in names}
         # A dead arm has no counters to scrape; its batch is spoiled anyway.
@@ -474,6 +479,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         failed_gates=[(g.name, g.detail) for g in measured.gates if not g.passed],
         wall_s=wall_s,
         max_error_rate=plan.max_error_rate,
+        steal_ms=stolen_ms,
     )
     rows: list[tuple[str, int, str, float]] = []
     for n in names:
@@ -502,6 +508,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         "measured_by": measured_by,
         "cgroup_fallback": fallback,
         "wall_s": wall_s,
+        "steal_ms": {str(c): ms for c, ms in stolen_ms.items()},
+        "engine_scheduling": measured.raw.get("scheduling"),
     }
     if isolation:
         # Side effects the arms tried: refused connections, writes the egress proxy dropped.
