@@ -65,11 +65,22 @@ def load_notes(summaries: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
     notes = []
     for name, hits in sorted(failed.items()):
         value, batch, detail = max(hits)
+        what = _GATE_FAILURES.get(name, "failed")
         notes.append(
-            f"load gate {name} failed in {len(hits)} of {len(summaries)} batches "
+            f"load gate {name} failed in {len(hits)} of {len(summaries)} batches: {what} "
             f"(worst {batch}: {detail}); the measurements are kept"
         )
     return tuple(notes)
+
+
+# What a failed engine gate means, in words that cannot be read as a pass (a detail such
+# as "within 10.12% of the scheduled rate" alone once read like one).
+_GATE_FAILURES = {
+    "rate": "a target did not get the scheduled rate",
+    "late_sends": "the load generator fell behind its own schedule",
+    "dropped": "requests were dropped at the in-flight limit",
+    "poisson_fit": "the send times did not follow the Poisson schedule",
+}
 
 
 def trials_text(trials: Sequence[int]) -> str:
