@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
@@ -521,3 +521,23 @@ def commit(repo: Path) -> Commit:
         return git(repo, "rev-parse", "HEAD")
 
     return make
+
+
+# --- the order of the suite: quiet machine first -------------------------------------------
+
+# Session fixtures that keep daemons running once started. An idle Ray cluster (a head and
+# two to four nodes: GCS, raylets, their workers) keeps waking up on both CPUs; started by
+# the first test that needs it, it would stay for the rest of the session beside every
+# timing test after that. So their tests run last, Ray's after the HAProxy fleet's, and
+# everything else, the timing tests among them, runs before either is started.
+_NOISY_SESSION_FIXTURES = ("kraken_fleet", "ray_cluster")
+
+
+def suite_order_key(fixturenames: Sequence[str]) -> tuple[bool, ...]:
+    """Where a test goes in the session: after every test that needs fewer of the noisy
+    session fixtures (a stable sort keeps the file order within each group)."""
+    return tuple(name in fixturenames for name in reversed(_NOISY_SESSION_FIXTURES))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: suite_order_key(getattr(item, "fixturenames", ())))
