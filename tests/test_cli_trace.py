@@ -235,6 +235,9 @@ def test_import_stops_at_more_labels_than_the_engine_replays(tmp_path: Path) -> 
 def test_stats_of_a_trace_with_a_label_per_request_lists_the_top_and_counts_the_rest(
     tmp_path: Path,
 ) -> None:
+    """False failure: probably under 1e-4 (not measured): a CLI run over 70,000 lines must finish
+    within 15 s; the bound catches a quadratic listing, but the run's own time here is not
+    recorded."""
     trace = tmp_path / "t.jsonl"
     lines = ['{"hairline_trace": 1}']
     lines += [f'{{"path": "/users/{i}", "ts_us": {i * 1000}}}' for i in range(70_000)]

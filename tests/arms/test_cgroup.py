@@ -59,6 +59,9 @@ def rusage_reading(arm: LocalArm, ledger: Path) -> int:
 def test_cpu_per_request_counts_what_exited_threads_and_children_spent(
     tmp_path: Path, cgroup_env: str, server: str
 ) -> None:
+    """False failure: under 1e-4: both readings count the same CPU of the same process tree; the
+    only difference the 0.1 s sleep guards is the last request's thread or child, 1/80 of the total
+    against the 10% bound; the 8 ms burn is timed by the handler's own CPU clock."""
     arm, ledger = burn_arm(tmp_path, server, burn_ms=8.0)
     requests = 80
     with arm.start(health_timeout_s=20):
@@ -86,6 +89,7 @@ def daemon_spec(port: int, marker: str, tmp_path: Path) -> ArmSpec:
 
 
 def test_a_setsid_daemon_dies_with_its_arm(tmp_path: Path, cgroup_env: str) -> None:
+    """False failure: about 1e-6: a daemon's start and death within 5 s each."""
     if cgroup_env == "none":
         pytest.skip("without a cgroup a daemon that left the session cannot be found")
     marker = f"{3000 + os.getpid() % 1000}.{free_port()}"
@@ -105,6 +109,7 @@ def test_a_setsid_daemon_dies_with_its_arm(tmp_path: Path, cgroup_env: str) -> N
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sweep_kills_what_a_dead_owner_left(tmp_path: Path, mode: str) -> None:
+    """False failure: about 1e-6: two sleeps must start within 5 s."""
     if not usable(mode):
         pytest.skip(f"this machine has no usable cgroup {mode}")
     marker = f"{4000 + os.getpid() % 1000}.{free_port()}"

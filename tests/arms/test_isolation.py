@@ -86,6 +86,8 @@ def downstream() -> Iterator[str]:
 def test_a_destination_off_the_allow_list_is_refused_at_once_and_counted(
     tmp_path: Path, clean: None
 ) -> None:
+    """False failure: about 1e-5: a rejected connect returns in microseconds, measured in the
+    service, against the bound of 0.5 s."""
     port = free_port()
     isolation = IsolationConfig(local_ports=[11211])
     with LocalArm(

@@ -43,6 +43,7 @@ def test_arm_is_healthy_pinned_and_stopped(tmp_path: Path) -> None:
 
 
 def test_stop_takes_the_whole_process_group(tmp_path: Path) -> None:
+    """False failure: about 1e-6: a shell's fork within 5 s."""
     port = free_port()
     (tmp_path / "healthz").write_text("ok")
     # A shell that forks a long sleep and then serves: the sleep must not outlive the arm.
@@ -65,6 +66,8 @@ def test_stop_takes_the_whole_process_group(tmp_path: Path) -> None:
 
 
 def test_health_that_never_passes_fails_clearly_and_leaves_nothing(tmp_path: Path) -> None:
+    """False failure: none: the path never answers 2xx, so the 1 s timeout is reached however slow
+    the machine."""
     port = free_port()
     spec = ArmSpec(
         name="A",

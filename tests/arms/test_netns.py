@@ -74,6 +74,8 @@ def test_rules_let_out_the_allow_list_and_count_the_rest() -> None:
 
 @needs_netns
 def test_a_denied_destination_is_refused_at_once_and_counted(clean: None) -> None:
+    """False failure: about 1e-5: a rejected connect returns in microseconds, measured inside the
+    probe (not its start-up), against the bound of 0.5 s."""
     isolation = IsolationConfig(allow=["127.0.0.1:5432"], local_ports=[11211])
     with ArmNamespace(PREFIX + "a-8080", isolation, port=8080) as ns:
         for _ in range(3):
@@ -88,6 +90,7 @@ def test_a_denied_destination_is_refused_at_once_and_counted(clean: None) -> Non
 
 @needs_netns
 def test_the_host_reaches_the_service_port_only(clean: None) -> None:
+    """False failure: about 1e-6: a Python server in the namespace must listen within 5 s."""
     isolation = IsolationConfig(local_ports=[11211])
     with ArmNamespace(PREFIX + "b-8081", isolation, port=8081) as ns:
         server = subprocess.Popen(

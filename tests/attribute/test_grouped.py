@@ -28,6 +28,8 @@ def cells_and_replicates(seed: int, replicates: int = 6):
 
 @pytest.mark.parametrize("q", [0.5, 0.99])
 def test_every_replicate_reaches_the_optimum_of_all_its_rows(q):
+    """False failure: none: a seeded rng draws the same inputs on every run, and the property holds
+    for every input."""
     cells, counts = cells_and_replicates(seed=1)
     X = np.repeat(DESIGN, [v.size for v, _ in cells], axis=0)
     y = np.concatenate([v for v, _ in cells])
@@ -49,6 +51,8 @@ def test_every_replicate_reaches_the_optimum_of_all_its_rows(q):
 
 
 def test_a_replicate_far_from_the_point_fit_widens_its_window():
+    """False failure: none: a seeded rng draws the same inputs on every run, and the property holds
+    for every input."""
     cells, counts = cells_and_replicates(seed=2, replicates=1)
     # The replicate's first treatment keeps only its largest values, so its fitted value
     # moves far past the window around the point fit's.

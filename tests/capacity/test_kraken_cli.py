@@ -51,6 +51,9 @@ def shifted_run(
 def test_sigkill_of_the_controller_and_the_watchdog_restores_within_two_intervals(
     kraken_fleet: LocalFleet, engine_path: Path, tmp_path: Path
 ) -> None:
+    """False failure: under 1e-4 (not measured): the pipe closes with the killed process and the
+    watchdog's restore is one HAProxy command, milliseconds against the bound of 2 control intervals
+    (2 s); the weights are already shifted when the 1.2 s sleep starts."""
     lb = HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend)
     proc, original = shifted_run(kraken_fleet, engine_path, tmp_path)
     try:
@@ -79,6 +82,8 @@ def test_sigkill_of_the_controller_and_the_watchdog_restores_within_two_interval
 def test_sigterm_aborts_restores_and_exits_2_with_the_json(
     kraken_fleet: LocalFleet, engine_path: Path, tmp_path: Path
 ) -> None:
+    """False failure: about 1e-5: the shift must come within 20 s and the exit within 30 s, seconds
+    each on this machine."""
     out = tmp_path / "kraken.json"
     proc, original = shifted_run(kraken_fleet, engine_path, tmp_path, "--json", str(out))
     proc.send_signal(signal.SIGTERM)

@@ -16,6 +16,8 @@ WEB = ("web1", "web2", "web3", "web4")
 
 
 def test_weights_give_the_share_asked_for_within_a_fifth_of_a_point() -> None:
+    """False failure: none: a seeded rng draws the same inputs on every run, and the property holds
+    for every input."""
     rng = np.random.default_rng(7)
     for share in [0.05, 0.15, 0.4, 0.5, 0.93, 0.95, *rng.uniform(0.05, 0.95, 200)]:
         for sut, others in [(WEB, ("rest",)), (("web1",), ("web2", "web3", "rest"))]:

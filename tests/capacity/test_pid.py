@@ -48,6 +48,10 @@ def drive(service: QueueingService, settings: PidSettings, updates: int) -> list
 def test_settles_within_5_percent_of_the_true_rate_and_stays_within_10(
     seed: int, noise: float
 ) -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. Over 20 seeds
+    (docs/capacity.md) the controller settled in 17 to 19 updates (bound 30), within 3.8% of the
+    true rate (bound 5%), overshot by at most 4.3% (bound 10%) and stayed within 4.5% of its settled
+    rate (bound 10%): the closest margin is 1.2 points, on the settled rate."""
     service = QueueingService(4000.0, noise=noise, seed=seed)
     truth = service.rate_at(20.0)  # 3,770/s, the queue 94% busy
     state = start(PidSettings(target_latency_ms=20.0, start_rate_per_s=1000.0))
@@ -67,7 +71,10 @@ def test_settles_within_5_percent_of_the_true_rate_and_stays_within_10(
 
 
 def test_a_proportional_term_amplifies_the_noise_at_the_knee() -> None:
-    """Why kp defaults to 0: the same service, the swing after 30 updates with and without."""
+    """Why kp defaults to 0: the same service, the swing after 30 updates with and without.
+
+    False failure: none: seeded rngs make every draw the same on every run. Both runs use seed 1;
+    the size of the gap is not recorded."""
 
     def swing(kp: float) -> float:
         settings = PidSettings(target_latency_ms=20.0, start_rate_per_s=1000.0, kp=kp)

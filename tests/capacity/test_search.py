@@ -64,6 +64,9 @@ def settings(**changes: float) -> SearchSettings:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_both_find_the_knee_within_tolerance_and_the_search_needs_less_load(seed: int) -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. docs/capacity.md: the
+    search finds the knee within 3% on every seed with at most half of bisection's load-seconds; how
+    close to 3% and to one half each of these eight seeds comes is not recorded."""
     knee = 1234.0
     searched = search_capacity(SimulatedService(knee, seed=seed), settings())
     bisected = bisect_capacity(SimulatedService(knee, seed=seed), settings())
@@ -75,6 +78,7 @@ def test_both_find_the_knee_within_tolerance_and_the_search_needs_less_load(seed
 
 
 def test_the_result_passed_at_full_duration() -> None:
+    """False failure: none: seeded, and the result is by construction a rate that passed."""
     outcome = search_capacity(SimulatedService(800.0, seed=1, optimism=0.1), settings())
 
     full = [p for p in outcome.probes if p.duration_s == 10.0]
@@ -83,6 +87,8 @@ def test_the_result_passed_at_full_duration() -> None:
 
 
 def test_a_failed_confirmation_moves_the_result_down() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The 3% against a knee
+    seen 10% high has a margin not recorded for seed 3."""
     # Short probes see the knee 10% too high: the first confirmation fails.
     service = SimulatedService(1000.0, seed=3, optimism=0.1)
     outcome = search_capacity(service, settings())
@@ -122,6 +128,9 @@ def test_a_service_that_fails_at_the_lowest_rate_has_no_capacity() -> None:
 
 
 def test_a_start_above_the_knee_searches_down() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The 3% has a margin
+    not recorded for seed 2; the probes' noise is 3% on a p99 that grows as the eighth power of the
+    rate, about 0.4% of rate."""
     outcome = search_capacity(SimulatedService(300.0, seed=2), settings(start_rate_per_s=5000.0))
 
     assert outcome.max_rate_per_s == pytest.approx(300.0, rel=0.03)

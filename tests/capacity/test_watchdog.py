@@ -42,6 +42,8 @@ def lb(kraken_fleet: LocalFleet) -> Iterator[HAProxyRuntime]:
 def test_done_leaves_the_weights_to_the_controller(
     lb: HAProxyRuntime, kraken_fleet: LocalFleet, tmp_path: Path
 ) -> None:
+    """False failure: about 1e-6: the few socket commands between beat and done must take under the
+    5 s silence."""
     log = tmp_path / "watchdog.log"
     original = lb.weights()
     with Watchdog(lb.socket_path, lb.backend, original, silence_s=5, log_path=log) as dog:
@@ -56,6 +58,9 @@ def test_done_leaves_the_weights_to_the_controller(
 def test_a_silent_controller_gets_its_weights_restored(
     lb: HAProxyRuntime, kraken_fleet: LocalFleet, tmp_path: Path
 ) -> None:
+    """False failure: under 1e-3 (not measured): the restore after 0.5 s of silence must come within
+    1.5 s, a second of margin for one watchdog poll and one HAProxy command, where the longest
+    pauses recorded on this machine are 33 to 46 ms (bench/RESULTS.md)."""
     log = tmp_path / "watchdog.log"
     original = lb.weights()
     with Watchdog(lb.socket_path, lb.backend, original, silence_s=0.5, log_path=log) as dog:
@@ -87,6 +92,8 @@ _CONTROLLER = textwrap.dedent(
 def test_sigkill_of_the_controller_restores_the_weights_at_once(
     lb: HAProxyRuntime, kraken_fleet: LocalFleet, tmp_path: Path
 ) -> None:
+    """False failure: under 1e-4 (not measured): the pipe closes with the killed process and the
+    restore is one HAProxy command, milliseconds against the bound of 2 s."""
     import json
 
     log = tmp_path / "watchdog.log"

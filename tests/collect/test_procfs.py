@@ -21,6 +21,11 @@ while time.monotonic() < end:
 
 
 def test_cpu_time_grows_with_work_and_anon_memory_sees_the_block() -> None:
+    """False failure: about 1e-3 under load (not measured). The spinner must get 50 ms of the 0.3 s,
+    which it does unless over ten other busy processes share the 2 CPUs; and the reading must stay
+    under 400 ms, which a test thread waking more than 0.1 s late from its sleep (while the spinner
+    runs) breaks; the longest pauses recorded on this machine are 33 to 46 ms (bench/RESULTS.md,
+    engine and recorder)."""
     proc = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"

@@ -126,6 +126,9 @@ def test_a_get_answers_its_value_and_stats_count_it(sample_cache: StartSampleCac
 def test_capacity_is_slots_over_service_time_and_the_rest_wait_in_line(
     sample_cache: StartSampleCache,
 ) -> None:
+    """False failure: about 1e-3 under load (not measured). The cache's capacity is exact (slots are
+    kept as times); the served rate's 10% and the mean wait's 6 to 12 ms (8 expected) need the 8
+    Python clients to keep 6 gets waiting, which a loaded machine can fail to do."""
     # 2 slots x 2 ms: 1,000 gets/s; 8 clients keep 6 gets waiting at any time.
     cache = sample_cache(slots=2, service_us=2000)
     before = cache.stats()["gets"]
@@ -142,6 +145,10 @@ def test_capacity_is_slots_over_service_time_and_the_rest_wait_in_line(
 
 
 def test_one_client_is_served_in_the_service_time(sample_cache: StartSampleCache) -> None:
+    """False failure: about 1e-3 under load (not measured). The 2 ms floor is exact (a slot sleeps
+    its time); the median's 1.5 ms of headroom for the round trip and wake-ups holds unless most
+    gets of the half second are delayed, which one pause (the longest recorded on this machine are
+    33 to 46 ms, bench/RESULTS.md) does not do to a median."""
     cache = sample_cache(slots=2, service_us=2000)
     latencies_s = hammer(cache, clients=1, duration_s=0.5)
     median_ms = 1000 * sorted(latencies_s)[len(latencies_s) // 2]
@@ -173,6 +180,9 @@ def histogram_mean_s(metrics: dict[str, float], name: str) -> float:
 def test_the_service_reports_the_wait_on_its_cache_and_answers_503_without_it(
     sample_service: StartSampleService, sample_cache: StartSampleCache
 ) -> None:
+    """False failure: none in practice: every get holds its slot for at least 5 ms (a sleep never
+    ends early), so the mean wait is over 5 ms, and a profile request's slept work is well under a
+    third of that."""
     # One slot of 5 ms behind four sleeping workers: the cache is the bottleneck.
     cache = sample_cache(slots=1, service_us=5000)
     svc = sample_service("--threads", "4", "--work", "sleep", "--cache", cache.address)

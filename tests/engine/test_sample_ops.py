@@ -90,6 +90,11 @@ def test_ops_beyond_the_flag_are_not_found(sample_service: StartSampleService) -
 def test_a_stall_moves_the_tail_and_leaves_the_median(
     sample_service: StartSampleService, engine_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """False failure: about 1e-3 (not measured). The stall count is exact (stalls fall on fixed
+    request ids); the p99.9 gap (a 30 ms stall against the bound of 20 ms) and the p50 within 15%
+    need both services to see the same machine, and one pause of the base service of 10 ms or more
+    in its top 0.1% moves the first (the longest pauses recorded on this machine are 33 to 46 ms,
+    bench/RESULTS.md)."""
     monkeypatch.setenv("HAIRLINE_ENGINE", str(engine_path))
     flags = ("--threads", "2", "--work", "sleep")
     base = sample_service(*flags)
@@ -113,6 +118,8 @@ def test_a_stall_moves_the_tail_and_leaves_the_median(
 
 
 def test_sample_trace_of_ops_is_zipf_in_the_op(engine_path: Path, tmp_path: Path) -> None:
+    """False failure: none: sample-trace is seeded (its default seed). Zipf 1.5 over 8 ops makes op
+    0 about 23 times as frequent as op 7, against the bound of 4."""
     out = tmp_path / "ops.jsonl"
     command = [str(engine_path), "sample-trace", "--requests", "2000", "--ops", "8"]
     subprocess.run([*command, "--op-zipf", "1.5", "-o", str(out)], check=True, timeout=10)

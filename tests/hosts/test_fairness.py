@@ -110,6 +110,8 @@ def _poisson(rng: random.Random, mean: float) -> int:
 
 
 def test_simulated_teams_get_hosts_in_proportion_to_their_quotas() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The margins of the
+    three seeds against 1.15, 0.06 and 1.4 are not recorded."""
     for seed in range(3):
         fair = _simulate(order_by_fairness=True, seed=seed)
         fifo = _simulate(order_by_fairness=False, seed=seed)

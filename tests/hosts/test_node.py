@@ -124,6 +124,7 @@ def stand_in(seconds: float) -> StartedNode:
 
 
 def test_a_node_whose_supervisor_exits_has_stopped_by_itself() -> None:
+    """False failure: about 1e-6: a 0.3 s sleep seen ended within 5 s by a 0.05 s poll."""
     node = stand_in(0.3)
     beats: list[float] = []
     ended = watch_node(node, threading.Event(), heartbeat=lambda: beats.append(0),
@@ -147,6 +148,9 @@ def test_a_supervisor_left_without_its_raylet_is_a_node_gone() -> None:
 
 
 def test_asked_to_stop_the_watch_ends_with_the_heartbeats_it_wrote() -> None:
+    """False failure: under 1e-4 (not measured): 0.5 s at a 0.1 s heartbeat gives about 5 beats
+    against the bound of 3; the gaps' floor (0.099 s) is the watch's own timing, not the
+    machine's."""
     node = stand_in(30)
     stop, beats = threading.Event(), []
     threading.Timer(0.5, stop.set).start()
@@ -163,7 +167,9 @@ def test_asked_to_stop_the_watch_ends_with_the_heartbeats_it_wrote() -> None:
 
 def test_stopping_a_node_a_foreground_agent_waits_on_asks_that_agent(tmp_path: Path) -> None:
     """The agent (here `sh`) is sent SIGTERM and its node's session is stopped after it;
-    a pid recorded for an agent that is not the node's parent is not signalled."""
+    a pid recorded for an agent that is not the node's parent is not signalled.
+
+    False failure: about 1e-6: a shell's pid file within 5 s and its exit within 5 s."""
     pid_file = tmp_path / "pid"
     agent = subprocess.Popen(["sh", "-c", f"setsid sleep 30 & echo $! > {pid_file}; wait"])
     deadline = time.monotonic() + 5
@@ -192,6 +198,9 @@ def test_stopping_a_node_a_foreground_agent_waits_on_asks_that_agent(tmp_path: P
 def test_sigterm_disables_the_host_stops_the_node_and_exits_0(
     foreground: Foreground, store: Store
 ) -> None:
+    """False failure: under 1e-4: the agent came up in 4.1 to 4.4 s (bench/RESULTS.md, against 90 s)
+    and left in 0.57 to 0.93 s after SIGTERM (against 20 s); the 1.5 s wait sees two or three 0.5 s
+    heartbeats."""
     first = foreground.wait_up(store)
     # The agent's own polling runs on the housekeeping CPU, beside Ray's daemons.
     status = Path(f"/proc/{foreground.proc.pid}/status").read_text()
@@ -217,6 +226,8 @@ def test_sigterm_disables_the_host_stops_the_node_and_exits_0(
 def test_agent_stop_asks_a_foreground_agent_to_leave(
     foreground: Foreground, store: Store, ray_cluster: RayCluster
 ) -> None:
+    """False failure: under 1e-4: the agent comes up in about 4 s (against 90 s) and leaves in under
+    1 s (against 10 s; bench/RESULTS.md)."""
     foreground.wait_up(store)
     stopped = ray_cluster.hairline("agent", "stop", "--name", NAME, "--home", str(foreground.home))
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
@@ -232,6 +243,8 @@ def test_agent_stop_asks_a_foreground_agent_to_leave(
 def test_a_node_that_dies_by_itself_makes_the_agent_exit_2_and_the_host_unhealthy(
     foreground: Foreground, store: Store
 ) -> None:
+    """False failure: under 1e-4: the agent exited 1.32 to 1.57 s after its raylet was killed
+    (bench/RESULTS.md), against the bound of 10 s."""
     foreground.wait_up(store)
     raylet = next(int(p.split()[0]) for p in session_of(foreground.node_pid) if "raylet" in p)
     os.kill(raylet, signal.SIGKILL)

@@ -192,7 +192,11 @@ def test_noisy_verdicts_still_name_the_culprit_almost_always() -> None:
     """A simulation against known truth: each experiment measures the true effect between
     its two revisions with noise (sd 1.5% per trial, 4 trials), and the verdict is the
     lab's own rule (stats.verdict.classify) on a t interval. Commit 5 of 8 adds 10%, the
-    threshold is 4%."""
+    threshold is 4%.
+
+    False failure: none: seeded rngs make every draw the same on every run. 400 bisections give
+    binomial sds near 1.5 points at 0.9 and 0.7 at 0.02; this seed's distance from the bounds is not
+    recorded."""
     rng = np.random.default_rng(14)
     changes = one_culprit(8, 4)
     alpha, sd_per_trial = 0.05, 0.015

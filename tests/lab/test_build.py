@@ -234,6 +234,8 @@ def test_without_a_command_the_tree_is_cached_as_is(repo: Path, tmp_path: Path) 
 def test_concurrent_builds_of_one_key_run_the_command_once(
     repo: Path, counter: Path, tmp_path: Path
 ) -> None:
+    """False failure: none: a lock makes one build and one cache hit in either order; the 0.3 s
+    sleep only makes them overlap, and the joins wait 60 s."""
     cache = tmp_path / "cache"
     spec = BuildSpec(
         Source(repo=repo, rev="main"),
@@ -283,6 +285,7 @@ def test_a_build_without_its_artifact_fails(repo: Path, tmp_path: Path) -> None:
 
 
 def test_a_build_that_runs_too_long_is_killed(repo: Path, tmp_path: Path) -> None:
+    """False failure: about 1e-6: a 0.5 s timeout must end the build within 10 s."""
     spec = BuildSpec(Source(repo=repo, rev="main"), command="sleep 30 & sleep 30", artifact=None)
     started = time.monotonic()
     with pytest.raises(BuildFailed, match=r"timed out after 0\.5 s"):
@@ -354,6 +357,7 @@ def test_a_cache_inside_the_source_folder_must_be_ignored(repo: Path, tmp_path: 
 def test_a_background_process_holding_the_output_does_not_stall_the_build(
     repo: Path, tmp_path: Path
 ) -> None:
+    """False failure: about 1e-6: an echo must finish within 10 s."""
     spec = BuildSpec(
         Source(path=repo), command="(sleep 30 &); echo started", artifact="greeting.txt"
     )

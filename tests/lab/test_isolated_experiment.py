@@ -86,6 +86,10 @@ def wait_for_namespaces(home: Path, proc: subprocess.Popen[bytes]) -> None:
 def test_the_report_names_the_refused_connections_and_nothing_is_left(
     tmp_path: Path, engine_path: Path
 ) -> None:
+    """False failure: about 1e-3 (not measured): either verdict passes, but the knocks count arm
+    starts, 6 for 3 trials of 2 batches: a batch spoiled by a load gate (or by steal, which the
+    validity change under way adds) is run again and changes that count; how often batches are
+    spoiled here is not recorded."""
     home = tmp_path / "home"
     path = isolated_experiment(tmp_path / "run", "iso", trials=3)
     done = hairline("run", str(path), home=home, engine=engine_path)
@@ -102,6 +106,8 @@ def test_the_report_names_the_refused_connections_and_nothing_is_left(
 
 
 def test_ctrl_c_leaves_no_namespace(tmp_path: Path, engine_path: Path) -> None:
+    """False failure: about 1e-5: the namespaces appear within seconds of the 60 s allowed, and the
+    run must end within 30 s of SIGINT."""
     home = tmp_path / "home"
     path = isolated_experiment(tmp_path / "int", "iso-int", trials=3)
     run = subprocess.Popen(
@@ -123,6 +129,8 @@ def test_ctrl_c_leaves_no_namespace(tmp_path: Path, engine_path: Path) -> None:
 def test_a_killed_processors_namespaces_are_swept_by_the_next(
     tmp_path: Path, engine_path: Path
 ) -> None:
+    """False failure: about 1e-5: the takeover after a 3 s lease must finish a 1-trial run within 60
+    s."""
     home = tmp_path / "home"
     path = isolated_experiment(tmp_path / "kill", "iso-kill", trials=1)
     queued = hairline("run", str(path), "--no-process", "--no-wait", home=home,

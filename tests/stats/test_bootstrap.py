@@ -76,6 +76,11 @@ def type1_error(design: Design, cluster: Cluster, n_replicates: int) -> tuple[fl
 def test_table3_host_clustered_bootstrap_holds_five_percent(
     design: Design, cluster: Cluster
 ) -> None:
+    """False failure: none: seeded rngs (100 to 103 for the data, 7 for the weights) make every draw
+    the same on every run. The margin is thin by construction: the band is Binomial(1000, 0.05)'s
+    99% interval, so a correct bootstrap falls outside it for about 1 seed in 100, and another seed,
+    or a numpy that changes its streams, could fail it that often; this seed's distance from the
+    band, and from the 10% bound on the SE, is not recorded."""
     rate, mean_se = type1_error(design, cluster, n_replicates=500)
     assert BAND[0] <= rate <= BAND[1], f"Type I error {rate:.1%} outside {BAND}"
     analytic = standard_error(design, ENDPOINT_1, hosts=HOSTS, requests=REQUESTS)
@@ -86,6 +91,9 @@ def test_table3_host_clustered_bootstrap_holds_five_percent(
 def test_table3_request_clustered_bootstrap_is_far_too_narrow_for_balanced_designs(
     design: Design,
 ) -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The margin is wide:
+    Table 3's rates are 71.6% and 46.8% against the bound of 20%, and 1,000 tests give a binomial sd
+    under 1.6 points."""
     # Table 3: 71.6% and 46.8%. Requests are balanced, so their weights cancel and the
     # host variance is missed.
     rate, mean_se = type1_error(design, "request", n_replicates=200)
@@ -94,12 +102,18 @@ def test_table3_request_clustered_bootstrap_is_far_too_narrow_for_balanced_desig
 
 
 def test_table3_plain_host_bootstrap_is_conservative_for_request_balanced() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. Table 3's rate is
+    0.8% against the bound of 2%: 4 binomial sd of 1,000 tests (0.28 points), so about 1 seed in
+    30,000 would fail it."""
     # Table 3: 0.8%. Resampling single hosts breaks the pairing of hosts that share requests.
     rate, _ = type1_error("request-balanced", "host", n_replicates=500)
     assert rate < 0.02
 
 
 def test_table3_iid_bootstrap_is_conservative_for_fully_balanced() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. Table 3's rate is
+    0.0% against the bound of 1%; the margin of the SE ratio (bound 1.5) for this seed is not
+    recorded."""
     # Table 3: 0.0%. Resampling rows ignores that A and B see the same host and request.
     rate, mean_se = type1_error("fully-balanced", "iid", n_replicates=100)
     assert rate < 0.01
@@ -109,6 +123,10 @@ def test_table3_iid_bootstrap_is_conservative_for_fully_balanced() -> None:
 
 
 def test_clt_intervals_cover_a_known_injected_effect() -> None:
+    """False failure: none: seeded rngs (21, 22) make every draw the same on every run. The band is
+    Binomial(1000, 0.95)'s 99% interval: a correct interval falls outside it for about 1 seed in
+    100, so another seed could fail it that often; this seed's distance from the band is not
+    recorded."""
     plan = schedule("fully-balanced", hosts=HOSTS, requests=REQUESTS)
     values = simulate_values(
         plan, ENDPOINT_1, n_experiments=N_TESTS, effect=0.1, rng=np.random.default_rng(21)
@@ -137,6 +155,11 @@ def test_the_batched_path_is_the_computation_of_bootstrap_compare() -> None:
 
 
 def test_iid_bootstrap_agrees_with_scipy() -> None:
+    """False failure: none: seeded rngs (5, 6) make every draw the same on every run. The margins
+    are not wide: the SE's 6% is about 3.8 sd of the difference of two 4,000-replicate SEs (1.1%
+    each, the comment), and each interval end's 0.15 SE is about 2.5 sd of the difference of two
+    4,000-replicate percentiles (0.042 SE each, by the normal approximation), so about 1 seed in 40
+    would fail; this seed's margins are not recorded."""
     rng = np.random.default_rng(5)
     a, b = rng.lognormal(size=300), rng.lognormal(size=400) + 0.1
     sample = MetricSample.from_arrays(np.r_[a, b], np.r_[np.zeros(300), np.ones(400)])
@@ -160,6 +183,9 @@ def test_iid_bootstrap_agrees_with_scipy() -> None:
 
 @pytest.mark.parametrize("weights", ["poisson", "uniform", "dirichlet"])
 def test_every_weight_kind_estimates_the_same_standard_error(weights: str) -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The 6% is about 5 sd
+    of a 4,000-replicate SE's Monte Carlo error (1.1%, as in test_iid_bootstrap_agrees_with_scipy):
+    about 1 seed in a million would fail it."""
     rng = np.random.default_rng(8)
     a, b = rng.normal(10, 2, size=500), rng.normal(10, 2, size=500)
     sample = MetricSample.from_arrays(np.r_[a, b], np.r_[np.zeros(500), np.ones(500)])
@@ -169,6 +195,9 @@ def test_every_weight_kind_estimates_the_same_standard_error(weights: str) -> No
 
 
 def test_compare_reports_effects_intervals_and_a_consistent_p_value() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The effect of 0.2 is
+    about six standard errors (the comment), far from p = 0.05; the 5% on se_rel and the 0.3 SE
+    between the percentile and CLT intervals have margins not recorded for this seed."""
     components = VarianceComponents(1.0, 0.1, 0.1, 0.08, 0.13, mu=20.0)
     sample = simulate(
         "fully-balanced",
@@ -299,6 +328,10 @@ def host_samples(draw: st.DrawFn) -> MetricSample:
 def test_effects_flip_with_the_arms_and_ignore_shifts_and_scales(
     sample: MetricSample, shift: float
 ) -> None:
+    """False failure: none: hypothesis draws new samples on every run, but the properties are
+    identities (each side uses the same seeded weights), checked to rounding; deadline=None, so a
+    slow machine cannot fail an example."""
+
     def compare(s: MetricSample) -> Comparison:
         return bootstrap_compare(s, n_replicates=50, rng=np.random.default_rng(0))
 

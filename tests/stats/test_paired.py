@@ -50,6 +50,10 @@ def test_p_value_is_scipys_paired_t_test_on_the_trial_means() -> None:
 
 @pytest.mark.parametrize("trials", [2, 3, 4, 6])
 def test_false_positive_rate_holds_with_few_trials(trials: int) -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The margin is the
+    check's own: a correct model falls outside the 99.9% binomial band for about 1 seed in 1,000, so
+    another seed, or a numpy that changes its streams, could fail it that often; this seed's
+    distance from the band is not recorded."""
     rng = np.random.default_rng(100 + trials)
     sims = 400
     hits = sum(paired_t_test(lab_trials(rng, trials=trials)).p_value < 0.05 for _ in range(sims))
@@ -57,6 +61,11 @@ def test_false_positive_rate_holds_with_few_trials(trials: int) -> None:
 
 
 def test_pooling_the_rows_of_few_trials_is_what_it_replaces() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The margin is the
+    check's own: a correct model falls outside the 99.9% binomial band for about 1 seed in 1,000, so
+    another seed, or a numpy that changes its streams, could fail it that often; this seed's
+    distance from the band is not recorded. The Welch rate (bound 0.3) and the ratio of powers
+    (bound 2) have margins not recorded for this seed."""
     # The model it replaces for 2 to 6 trials: Welch on all rows. Each arm's own drift within
     # a trial looks like signal to it when requests are many and quiet, so it flags A/A runs
     # far too often; and the trials' shared levels look like noise to it, so it misses a
@@ -83,6 +92,9 @@ def test_pooling_the_rows_of_few_trials_is_what_it_replaces() -> None:
 
 
 def test_finds_a_regression_the_sign_flip_test_cannot_with_four_trials() -> None:
+    """False failure: none: seeded; flips == 0 holds for every draw (the smallest p of 4 sign flips
+    is 2/16). The power bound of 0.8 for a 10% effect against a few percent of noise per trial has a
+    margin not recorded for this seed."""
     rng = np.random.default_rng(11)
     sims, paired, flips = 200, 0, 0
     for _ in range(sims):
@@ -99,6 +111,10 @@ def test_finds_a_regression_the_sign_flip_test_cannot_with_four_trials() -> None
 
 @pytest.mark.parametrize("effect_rel", [0.0, 0.05])
 def test_interval_covers_the_true_effect_at_its_nominal_rate(effect_rel: float) -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The margin is the
+    check's own: a correct model falls outside the 99.9% binomial band for about 1 seed in 1,000, so
+    another seed, or a numpy that changes its streams, could fail it that often; this seed's
+    distance from the band is not recorded."""
     rng = np.random.default_rng(23)
     sims = 400
     covered = 0

@@ -41,6 +41,9 @@ def statsmodels_loss(X, y, q, weights=None):
 
 @pytest.mark.parametrize("q", [0.5, 0.9, 0.99])
 def test_known_coefficients_are_recovered(q):
+    """False failure: none: seeded rngs make every draw the same on every run. The tolerance is at
+    least 2.4 standard errors of each coefficient (the comment), so for this seed it could sit near
+    its bound: 2.4 SE on each of three coefficients would fail up to about 1 seed in 20."""
     X, y = problem(seed=1, rows=10_000)
     fit = fit_quantile(X, y, q)
     assert fit.converged

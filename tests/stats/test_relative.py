@@ -36,6 +36,10 @@ def test_variance_is_the_papers_delta_formula() -> None:
 
 
 def test_interval_covers_the_true_ratio_at_its_level() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The margin is the
+    check's own: a correct model falls outside the 99.9% binomial band for about 1 seed in 1,000, so
+    another seed, or a numpy that changes its streams, could fail it that often; this seed's
+    distance from the band is not recorded."""
     rng = np.random.default_rng(7)
     sims, hits = 1000, 0
     for _ in range(sims):
@@ -48,6 +52,11 @@ def test_interval_covers_the_true_ratio_at_its_level() -> None:
 
 
 def test_paired_trial_means_cancel_shared_noise() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The margin is the
+    check's own: a correct model falls outside the 99.9% binomial band for about 1 seed in 1,000, so
+    another seed, or a numpy that changes its streams, could fail it that often; this seed's
+    distance from the band is not recorded. The median widths differ about fivefold (shared sd 5
+    against 1) against the bound of 0.4."""
     # Each trial's machines move both arms together: pairing removes that from the ratio.
     rng = np.random.default_rng(3)
     sims, hits, widths_paired, widths_unpaired = 600, 0, [], []
@@ -97,6 +106,8 @@ def test_paired_needs_equal_lengths() -> None:
 
 
 def test_skewed_sample_asks_for_355_s_squared() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. A lognormal(1)'s
+    skewness is about 6, so 355 S^2 is thousands against the bound of 500 rows."""
     values = np.random.default_rng(1).lognormal(0.0, 1.0, 500)
     check = check_sample_size(values)
     skew = sps.skew(values, bias=True)
@@ -108,5 +119,8 @@ def test_skewed_sample_asks_for_355_s_squared() -> None:
 
 
 def test_symmetric_sample_raises_no_warning() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. This test rests on
+    its seed: 60 normal values need a sample skewness under 0.41, and its sd is about 0.3, so a
+    fresh seed would fail about 1 time in 6."""
     values = np.random.default_rng(2).normal(50.0, 5.0, 60)
     assert check_sample_size(values).warning is None

@@ -201,6 +201,8 @@ def combined_line(parts: dict[str, Any]) -> str:
     )
 )
 def test_combined_parser_raises_only_data_errors_and_round_trips(line: str) -> None:
+    """False failure: none: derandomised hypothesis draws the same examples on every run
+    (deadline=None), and the property holds for every input."""
     entry = outcome(parse_combined_line, line)
     if entry is not None:
         assert parse_combined_line(format_combined_line(entry)) == entry
@@ -277,6 +279,8 @@ bad_generic_json = {
     )
 )
 def test_json_log_parser_raises_only_data_errors_and_round_trips(line: str) -> None:
+    """False failure: none: derandomised hypothesis draws the same examples on every run
+    (deadline=None), and the property holds for every input."""
     entry = outcome(parse_json_log_line, line)
     if entry is not None:
         assert parse_json_log_line(format_json_log_line(entry)) == entry
@@ -365,6 +369,8 @@ def bad_har_entries(draw: st.DrawFn) -> dict[str, Any]:
 @FAST
 @given(st.one_of(good_har_entries, bad_har_entries(), json_values))
 def test_har_entry_parser_raises_only_data_errors_and_round_trips(entry: Any) -> None:
+    """False failure: none: derandomised hypothesis draws the same examples on every run
+    (deadline=None), and the property holds for every input."""
     parsed = outcome(parse_har_entry, entry)
     if parsed is not None:
         assert parse_har_entry(json.loads(json.dumps(format_har_entry(parsed)))) == parsed
@@ -419,6 +425,8 @@ trace_lines = st.one_of(
 @FAST
 @given(st.lists(trace_lines, min_size=1, max_size=4))
 def test_trace_reader_raises_only_data_errors_and_round_trips(lines: list[str]) -> None:
+    """False failure: none: derandomised hypothesis draws the same examples on every run
+    (deadline=None), and the property holds for every input."""
     trace = outcome(parse_trace_text, "\n".join(['{"hairline_trace": 1}', *lines]))
     if trace is not None:
         again = ['{"hairline_trace": 1}', *map(encode_request, trace.requests)]
@@ -444,6 +452,9 @@ def place(message: str) -> tuple[int, str] | None:
 def test_trace_reader_agrees_with_the_engine(
     engine_path: Path, closed_port: int, lines: list[str]
 ) -> None:
+    """False failure: none: derandomised hypothesis draws the same examples on every run
+    (deadline=None), and the property holds for every input. The engine runs have a 30-second
+    timeout for a parse of a few lines."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "t.jsonl"
         text = "\n".join(['{"hairline_trace": 1}', *lines]) + "\n"

@@ -195,6 +195,8 @@ def bursty_trace(seed: int) -> list[TraceRequest]:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_reservoir_never_exceeds_k_and_fills_k_when_traffic_allows(seed: int) -> None:
+    """False failure: none: a seeded rng draws the same inputs on every run, and the property holds
+    for every input."""
     trace = bursty_trace(seed)
     t0 = trace[0].ts_us or 0
     per_second = Counter(((r.ts_us or 0) - t0) // 1_000_000 for r in trace)
@@ -215,6 +217,8 @@ def test_reservoir_never_exceeds_k_and_fills_k_when_traffic_allows(seed: int) ->
 
 
 def test_reservoir_picks_uniformly_within_an_interval() -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The bound is 5
+    binomial sd for each of 10 requests: about 1 seed in 170,000 would fail it."""
     trace = [TraceRequest(path="/x", ts_us=i, id=i) for i in range(10)]
     seen: Counter[int] = Counter()
     trials = 2000
@@ -238,6 +242,8 @@ def test_reservoir_needs_timestamps() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fraction_is_within_its_binomial_band(seed: int) -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. The bound is 4
+    binomial sd: about 1 seed in 16,000 would fail it."""
     trace = [TraceRequest(path="/x", ts_us=i, id=i) for i in range(20_000)]
     result = bernoulli_sample(trace, 0.1, rng=rng(seed))
     sd = math.sqrt(20_000 * 0.1 * 0.9)

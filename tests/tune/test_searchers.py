@@ -171,6 +171,8 @@ TOP = quadratic({"x": 0.7, "y": 0.25})
 
 
 def test_bo_finds_the_top_of_a_noisy_quadratic_within_20_evaluations_on_most_seeds():
+    """False failure: none: seeded rngs make every draw the same on every run. Seeds 0 to 7 reach
+    0.075 points or better (the comment) against the bound of 0.15, and 3 of the 4 seeds must."""
     found = 0
     for seed in range(4):
         rng = np.random.default_rng(seed)
@@ -187,6 +189,8 @@ def test_bo_finds_the_top_of_a_noisy_quadratic_within_20_evaluations_on_most_see
 
 
 def test_bo_proposes_a_batch_of_distinct_points_believing_the_pending_ones():
+    """False failure: none: seeded rngs make every draw the same on every run. The gap bound (1e-3)
+    is not recorded for seed 0."""
     rng = np.random.default_rng(0)
     history = start(BOWL)
     for config in propose("bo", BOWL, history, 5, seed=0):

@@ -91,6 +91,8 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
 def test_a_configuration_that_will_not_start_is_infeasible_and_recorded(
     swept: tuple[Path, dict[str, Any]],
 ) -> None:
+    """False failure: none: 'bogus' fails to start whatever the timing, and 'small' only needs its
+    experiment done (see the next test)."""
     _, result = swept
     first, second = result["evaluations"]
     assert first["config"] == {"codec": "bogus"}
@@ -102,6 +104,10 @@ def test_a_configuration_that_will_not_start_is_infeasible_and_recorded(
 def test_the_better_configuration_is_found_with_its_interval_and_written_out(
     swept: tuple[Path, dict[str, Any]],
 ) -> None:
+    """False failure: under 1e-3: 'small' at a batch of 512 costs about 34% less CPU per request
+    than 'none' (229 against 346 us, docs/engine.md), against the bound of -10%; significance over 3
+    trials needs a per-trial spread under about 14 points, not measured for this A/B. With
+    max_batch_attempts = 1 a spoiled batch drops its trial."""
     folder, result = swept
     best = result["best"]
     assert best["config"] == {"codec": "small"}
@@ -116,6 +122,8 @@ def test_the_better_configuration_is_found_with_its_interval_and_written_out(
 def test_the_runs_are_listed_and_shown_again_from_the_database(
     swept: tuple[Path, dict[str, Any]],
 ) -> None:
+    """False failure: none beyond the module's run (shared with the tests above): the listing reads
+    the database."""
     folder, result = swept
     listed = hairline(folder, "tuning", "list", "--json")
     assert [r["run"] for r in json.loads(listed.stdout)] == [result["run"]]
@@ -124,6 +132,8 @@ def test_the_runs_are_listed_and_shown_again_from_the_database(
 
 
 def test_an_interrupted_run_is_resumed_where_it_stopped(tmp_path: Path) -> None:
+    """False failure: about 1e-5: SIGINT 1 s into an A/B of about 10 s; the deadlines are 60 s and
+    240 s. The resumed A/B's verdict is not checked."""
     folder = folder_with(tmp_path, TUNING.replace('"bogus", ', ""))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen([str(HAIRLINE), "tune", "tune.toml", "--home", str(folder / "home")],
@@ -161,6 +171,7 @@ def test_an_interrupted_run_is_resumed_where_it_stopped(tmp_path: Path) -> None:
 
 
 def test_a_run_started_from_other_files_is_not_resumed(tmp_path: Path) -> None:
+    """False failure: none: refused before anything runs."""
     folder = folder_with(tmp_path, TUNING.replace('"bogus", ', ""))
     store = open_store(None, home=folder / "home")
     try:
