@@ -98,11 +98,13 @@ def web_lab(tmp_path_factory: pytest.TempPathFactory, engine_path: Path) -> Iter
 
 @pytest.fixture(scope="session")
 def web_runs(web_lab: WebLab) -> dict[str, int]:
-    # alpha 0.01 for the A/A: it is flagged at a rate of alpha by design, and the gate
-    # fails on any deciding metric.
+    # The pages and the gate are tested here, not power: the A/A at alpha 0.0005 (it is
+    # flagged at a rate of alpha by design, and the gate fails on any of its two deciding
+    # metrics: at most 1e-3 in all), the regression 30%, far past the 2% threshold and the
+    # interval of 4 trials (about +/-3% at 1,500/s on a 2-vCPU VM).
     bodies = {
-        "regression": submission(experiment_toml(b_args='args = ["--regress-cpu", "0.10"]')),
-        "aa": submission(experiment_toml(trials=3, alpha=0.01), kind="aa"),
+        "regression": submission(experiment_toml(b_args='args = ["--regress-cpu", "0.30"]')),
+        "aa": submission(experiment_toml(trials=3, alpha=0.0005), kind="aa"),
     }
     ids: dict[str, int] = {}
     for name, body in bodies.items():

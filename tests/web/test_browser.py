@@ -66,6 +66,10 @@ def shoot(page: Any, folder: Path, name: str) -> Path:
 def test_every_page_renders_a_real_regression_and_a_real_aa_run(
     chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
 ) -> None:
+    """False failure: at most about 1e-3 through the session's web_runs
+    (tests/web/conftest.py): the A/A at alpha 0.0005 on two deciding metrics fails its gate in
+    at most 1e-3 of runs where the model is calibrated, and the 30% regression over 4 trials
+    at 1,500/s is about ten times its interval's half-width (about 3%) past the 2% threshold."""
     regression, aa = web_runs["regression"], web_runs["aa"]
     page = signed_in(chromium, web_lab, "demo-read")
 
@@ -103,6 +107,8 @@ def test_every_page_renders_a_real_regression_and_a_real_aa_run(
 def test_a_running_experiments_progress_changes_on_screen_without_a_reload(
     chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
 ) -> None:
+    """False failure: about 1e-4 (not measured): each wait has 240 s for a 3-trial experiment of
+    about 40 s on this machine (tests/web/conftest.py); its verdict is not checked."""
     status, answer, _ = web_lab.request(
         "POST", "/api/v1/experiments", token="demo-submit",
         body=submission(experiment_toml(trials=3)),
@@ -157,6 +163,9 @@ def test_a_running_experiments_progress_changes_on_screen_without_a_reload(
 def test_acknowledging_a_regression_through_the_page(
     chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
 ) -> None:
+    """False failure: about 1e-3 (not measured): the session's A/B (web_runs) must be a regression
+    (30% over 4 trials at 1,500/s: about ten interval half-widths past the threshold); the
+    page waits on nothing timed."""
     regression = web_runs["regression"]
     page = signed_in(chromium, web_lab, "demo-submit")
     page.goto(f"{web_lab.url}/regressions")
@@ -164,7 +173,7 @@ def test_acknowledging_a_regression_through_the_page(
         f"a[href='/experiments/{regression}']"
     )).first  # fmt: skip
     metric = row.get_attribute("data-metric")
-    row.locator("input[name=note]").fill("expected: the candidate does 10% more work")
+    row.locator("input[name=note]").fill("expected: the candidate does 30% more work")
     row.locator("button[value=acknowledged]").click()
     page.wait_for_load_state()
     open_rows = page.locator(f"table.regressions tr[data-metric='{metric}']", has=page.locator(
@@ -173,7 +182,7 @@ def test_acknowledging_a_regression_through_the_page(
     assert open_rows.count() == 0  # no longer open
     trail = page.locator("table.audit").inner_text()
     assert "triage.acknowledged" in trail and "demo-submit" in trail
-    assert "10% more work" in trail
+    assert "30% more work" in trail
     page.click("text=Show triaged ones too")
     page.wait_for_url("**/regressions?triaged=1")
     assert page.locator(".t-acknowledged").count() >= 1
