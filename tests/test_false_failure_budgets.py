@@ -19,7 +19,6 @@ _Function = ast.FunctionDef | ast.AsyncFunctionDef
 # list itself when it is empty.
 _PENDING = frozenset(
     {
-        "attribute/test_attribute_e2e.py",
         "engine/test_load.py",
         "lab/test_bisect_e2e.py",
         "lab/test_capacity_e2e.py",

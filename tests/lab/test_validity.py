@@ -59,10 +59,10 @@ def test_a_batch_the_hypervisor_took_cpu_from_is_spoiled_and_says_where() -> Non
     arm = ArmReading(requests=100, errors=0, cpu_ns=10**9, cpus=1, running=True)
 
     problems = batch_problems(
-        {"A": arm}, failed_gates=[], wall_s=4.0, max_error_rate=0.01, steal_ms={0: 40.0, 1: 120.0}
+        {"A": arm}, failed_gates=[], wall_s=4.0, max_error_rate=0.01, steal_ms={0: 390.0, 1: 520.0}
     )
 
     assert problems == [
-        "the hypervisor ran other work on CPU 1 for 120 ms of the 4.00 s measured "
-        "(3.0% steal, limit 2%): the machine was shared"
+        "the hypervisor ran other work on CPU 1 for 520 ms of the 4.00 s measured "
+        "(13.0% steal, limit 10%): the machine was shared"
     ]

@@ -29,10 +29,12 @@ SPOILING_GATES = ("rate", "dropped")
 # cgroup CPU is exact; allow for the reading straddling the measured wall time.
 _CPU_SLACK = 1.05
 # The share of a used CPU's wall time the hypervisor may take before the batch is spoiled.
-# An idle moment of this project's 2-vCPU VMs steals under 0.5% (76 ticks in 2 minutes); a
-# CPU-bound metric moves by about the stolen share, so 2% keeps a stolen batch from
-# reading as a regression the size of the thresholds users set (1%).
-MAX_STEAL_SHARE = 0.02
+# A guest's cgroup CPU time leaves stolen time out, so CPU per request barely moves with
+# steal; latency, and how far each arm got in the replay, do. This project's 2-vCPU VMs
+# lose 0.4% of each CPU on average (20.7 s over 44 minutes of the test suite), in bursts,
+# and /proc/stat counts 10 ms ticks: at 2% a 2 s batch was spoiled by 5 ticks. A tenth of
+# a CPU is a neighbour, not a burst.
+MAX_STEAL_SHARE = 0.10
 
 
 @dataclass(frozen=True)
