@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from hairline.capacity.search import SearchSettings, probe_failure
 from hairline.config import load_experiment
 from hairline.engine import IntervalStats, IntervalTarget
-from hairline.lab.capacity import capacity_settings, probe_of
+from hairline.lab.capacity import capacity_settings, failed_anyway, probe_of
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service" / "capacity.toml"
 
@@ -69,3 +70,19 @@ def test_late_writes_and_drops_are_the_services_and_drops_count_as_errors() -> N
 
     assert probe.valid
     assert probe.error_rate == pytest.approx(25 / 125)
+
+
+def test_a_probe_that_failed_the_slo_with_the_generator_behind_is_a_valid_failure() -> None:
+    # A late generator sends less than scheduled, never more: a service that broke its
+    # SLO at the load it got breaks it at the full load too.
+    settings = SearchSettings(slo_p99_ms=20.0, start_rate_per_s=1000.0, confirm_s=2.0)
+    overloaded = probe_of([interval(100, 150_000.0, behind=30)], 800.0, None)
+    assert not overloaded.valid
+
+    judged = failed_anyway(overloaded, settings)
+
+    assert judged.valid and probe_failure(judged, settings) == "p99 150 ms > 20 ms"
+    assert "the service failed at the load it got (p99 150 ms > 20 ms)" in judged.note
+    # One that met the SLO with the generator behind still says nothing of the service.
+    quick = probe_of([interval(100, 1000.0, behind=30)], 800.0, None)
+    assert failed_anyway(quick, settings) == quick and not quick.valid

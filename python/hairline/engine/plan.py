@@ -46,6 +46,9 @@ class LoadPlan:
     interval_ms: int = 1000
     # Microseconds spun before each due time; 0 when sharing a CPU with an arm.
     spin_us: int = 150
+    # The event loop's scheduling (docs/engine.md --priority): "auto", "fifo", "nice" or
+    # "normal".
+    priority: Literal["auto", "fifo", "nice", "normal"] = "auto"
     set_headers: tuple[tuple[str, str, str], ...] = ()
     hosts: tuple[tuple[str, str], ...] = ()
     strict: bool = False
@@ -94,6 +97,8 @@ class LoadPlan:
         args += ["--max-in-flight", str(self.max_in_flight)]
         args += ["--timeout-ms", str(self.timeout_ms), "--interval-ms", str(self.interval_ms)]
         args += ["--spin-us", str(self.spin_us)]
+        if self.priority != "auto":
+            args += ["--priority", self.priority]
         for target, header, value in self.set_headers:
             args += ["--set-header", f"{target}:{header}={value}"]
         for target, host in self.hosts:
