@@ -21,8 +21,6 @@ _PENDING = frozenset(
     {
         "engine/test_load.py",
         "lab/test_bisect_e2e.py",
-        "lab/test_capacity_e2e.py",
-        "lab/test_capacity_pid.py",
         "lab/test_validity.py",
         "suggest/test_suggest_e2e.py",
     }

@@ -3,7 +3,12 @@
 The sample service runs with ``--work sleep --threads 1``: one worker that sleeps each
 request's work, so its knee is set by the sleep and not by a CPU the arms share with two
 engines on a 2-CPU VM (with ``--work cpu`` the engine on host 0's CPU took that arm's
-capacity with it). ``--regress-cpu 0.1`` makes B's sleep 10% longer.
+capacity with it). ``--regress-cpu 0.3`` makes B's sleep 30% longer. 10% moved the
+sleeping worker's knee by only 2-6% in this session's runs (A 3,956-4,202/s, B
+3,914-3,981/s on 2026-11-27: each sleep also pays the timer's fixed cost), the same size
+as one arm's knee moves between
+batches, so three trials could not tell them apart; how small a capacity change the lab
+can see is bench/capacity's question.
 """
 
 from __future__ import annotations
@@ -27,11 +32,18 @@ LOAD = {"rate_per_s": None, "duration_s": 2.0, "warmup_rate_per_s": 500, "warmup
 
 
 def run_capacity(
-    tmp_path: Path, engine_path: Path, command: str, arms: dict[str, object], *, trials: int = 3
+    tmp_path: Path,
+    engine_path: Path,
+    command: str,
+    arms: dict[str, object],
+    *,
+    trials: int = 3,
+    alpha: float = 0.05,
 ) -> dict:
     path = write_experiment(
         tmp_path / command, tag=f"cap{command}", arms=arms, load=LOAD,  # type: ignore[arg-type]
         design={"trials": trials, "max_batch_attempts": 5}, mode=CAPACITY, start_args=SLEEPING,
+        analysis={"alpha": alpha},
     ).path  # fmt: skip
     out = tmp_path / f"{command}.json"
     done = hairline(command, str(path), "--json", str(out), home=tmp_path / "home",
@@ -44,11 +56,14 @@ def run_capacity(
 
 
 @pytest.mark.slow
-def test_a_10_percent_slower_candidate_has_a_lower_capacity(
-    tmp_path: Path, engine_path: Path
-) -> None:
+def test_a_slower_candidate_has_a_lower_capacity(tmp_path: Path, engine_path: Path) -> None:
+    """False failure: about 1e-3, from one run: B's 30% longer sleep lowers its knee by
+    several times the 6% one arm's knee moved between batches (the trials' differences,
+    three of them, must exclude 0 at alpha 0.05); probes past the knee that fail the SLO
+    with the generator behind count as failures (lab/capacity.failed_anyway), so no batch
+    is spoiled by them (before, every batch was)."""
     report = run_capacity(
-        tmp_path, engine_path, "run", {"A": {}, "B": {"args": ["--regress-cpu", "0.1"]}}
+        tmp_path, engine_path, "run", {"A": {}, "B": {"args": ["--regress-cpu", "0.3"]}}
     )
 
     assert report["returncode"] == 1, report["stdout"]
@@ -68,15 +83,19 @@ def test_a_10_percent_slower_candidate_has_a_lower_capacity(
 
 @pytest.mark.slow
 def test_an_aa_in_capacity_mode_is_not_flagged(tmp_path: Path, engine_path: Path) -> None:
+    """False failure: about 1e-3: the A/A at alpha 0.0005 is flagged at that rate where the
+    model is calibrated; the two arms' knees, each the mean of two batches, agree within
+    15% where one arm's knee moved 6% between batches (2026-11-27), so their difference
+    has a spread of about 3.5% and the bound is 4 of them."""
     # One trial: this checks that `hairline aa` runs capacity mode through (B given A's
-    # arguments) and flags nothing; how tight the interval is, the A/B above checks. An
-    # interval that covers 0 is not asserted: an A/A's 95% interval misses 0 one run in 20.
+    # arguments) and flags nothing; how tight the interval is, the A/B above checks.
     report = run_capacity(
         tmp_path,
         engine_path,
         "aa",
         {"A": {}, "B": {"args": ["--regress-cpu", "0.1"]}},
         trials=1,
+        alpha=0.0005,
     )
 
     assert report["returncode"] == 0, report["stdout"]
@@ -84,4 +103,4 @@ def test_an_aa_in_capacity_mode_is_not_flagged(tmp_path: Path, engine_path: Path
     assert result["verdict"] not in ("regression", "improvement"), result
     a, b = report["capacity"]
     assert a["batches"] == b["batches"] == 2
-    assert abs(b["max_throughput_per_s"] / a["max_throughput_per_s"] - 1) < 0.05
+    assert abs(b["max_throughput_per_s"] / a["max_throughput_per_s"] - 1) < 0.15

@@ -106,11 +106,17 @@ def test_a_file_with_search_pid_gets_the_pid_and_its_target(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_on_the_sample_service_the_pid_settles_within_5_percent_of_the_probe_search(
+def test_on_the_sample_service_the_pid_settles_near_the_probe_search(
     sample_service, engine_path: Path
 ) -> None:
     """One sleeping worker (its knee does not move with the noisy CPUs), a 20 ms p99
-    target: the probe search's knee, then the PID's settled rate on the same service."""
+    target: the probe search's knee, then the PID's settled rate on the same service.
+
+    False failure: about 1e-3, from few runs: the two answers differed by 3.3%
+    (docs/capacity.md) and 5.96% (a run on 2026-11-27, which failed the 5% bound this test
+    had), and one arm's knee moved by 6% between batches of the same lab run (3,956 to
+    4,202/s); the bound is 15%, 2.5 times the largest difference seen. How close the two
+    methods agree is bench/capacity's figure, not this test's."""
     # Twice capacity.toml's sleep: a knee near 2,000/s, where the load generator keeps its
     # schedule on a busy 2-CPU VM (near 4,000/s it fell behind while other tests ran).
     service = sample_service("--work", "sleep", "--threads", "1", "--regress-cpu", "1")
@@ -141,7 +147,7 @@ def test_on_the_sample_service_the_pid_settles_within_5_percent_of_the_probe_sea
     trajectory = [(round(p.rate_per_s), p.note) for p in driven.probes]
     assert searched.stopped_by == driven.stopped_by == "slo", trajectory
     ratio = driven.max_rate_per_s / searched.max_rate_per_s
-    assert abs(ratio - 1) < 0.05, (driven.max_rate_per_s, searched.max_rate_per_s, trajectory)
+    assert abs(ratio - 1) < 0.15, (driven.max_rate_per_s, searched.max_rate_per_s, trajectory)
     hold = [p.rate_per_s for p in driven.probes if p.note == HOLDING]
     assert all(abs(r / driven.max_rate_per_s - 1) <= 0.10 for r in hold), trajectory
     took_s = driven.load_s + SETTLE_S
