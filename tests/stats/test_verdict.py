@@ -129,14 +129,21 @@ def test_two_equal_constant_arms_are_no_change_not_inconclusive() -> None:
     zeros = MetricSample(
         value=np.zeros(8), arm=np.tile([0, 1], 4).astype(np.int8), trial=np.repeat(np.arange(4), 2)
     )
+    from hairline.stats import DegenerateDataWarning
+
     for model in ("welch-none", "permutation-none", "paired-t-none"):
-        comparison = get_model(model)(zeros, alpha=0.05, rng=np.random.default_rng(0), history=None)
+        # Each model says why it has no statistic or no relative effect.
+        with pytest.warns(DegenerateDataWarning, match=model):
+            comparison = get_model(model)(
+                zeros, alpha=0.05, rng=np.random.default_rng(0), history=None
+            )
         verdict = decide(comparison, MetricRule(threshold=0.001, kind="absolute"))
         assert verdict.label == "no change", model
     ones_and_zeros = MetricSample(
         value=np.array([0.0] * 4 + [1.0] * 4), arm=np.repeat([0, 1], 4).astype(np.int8)
     )
-    comparison = get_model("welch-none")(
-        ones_and_zeros, alpha=0.05, rng=np.random.default_rng(0), history=None
-    )
+    with pytest.warns(DegenerateDataWarning, match="both arms are constant"):
+        comparison = get_model("welch-none")(
+            ones_and_zeros, alpha=0.05, rng=np.random.default_rng(0), history=None
+        )
     assert decide(comparison, MetricRule(threshold=0.001, kind="absolute")).label != "no change"
