@@ -14,18 +14,6 @@ TESTS = Path(__file__).resolve().parent
 PARAGRAPH = "False failure:"
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 
-# Files whose docstrings the other engineer is writing (they were being changed when this
-# test was added). Remove each one from the list as its tests get their paragraphs, and the
-# list itself when it is empty.
-_PENDING = frozenset(
-    {
-        "engine/test_load.py",
-        "lab/test_bisect_e2e.py",
-        "lab/test_validity.py",
-        "suggest/test_suggest_e2e.py",
-    }
-)
-
 
 def _is_slow(mark: ast.expr) -> bool:
     """``pytest.mark.slow``, called or not, or a list or tuple holding one."""
@@ -82,8 +70,6 @@ def slow_tests_without_budget() -> list[str]:
     offenders = []
     for path in sorted(TESTS.rglob("test_*.py")):
         name = path.relative_to(TESTS).as_posix()
-        if name in _PENDING:
-            continue
         tree = ast.parse(path.read_text(), filename=str(path))
         for test, slow in _tests(tree.body, _module_is_slow(tree)):
             if slow and not _states_budget(test):
@@ -98,12 +84,6 @@ def test_every_slow_test_states_its_false_failure_probability() -> None:
         "(the probability of failing when nothing is wrong, at most 1 in 1,000, and why):\n"
         + "\n".join(offenders)
     )
-
-
-def test_pending_files_exist() -> None:
-    """A file in _PENDING that was renamed or removed would hide nothing: drop it."""
-    missing = sorted(name for name in _PENDING if not (TESTS / name).is_file())
-    assert not missing, f"_PENDING names files that are not in tests/: {missing}"
 
 
 def test_the_check_sees_marks_and_paragraphs() -> None:
