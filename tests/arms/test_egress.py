@@ -217,6 +217,7 @@ def test_the_proxy_dies_with_its_parent(engine_path: Path, tmp_path: Path) -> No
     finally:
         parent.kill()
         parent.wait()
+        parent.stdout.close()  # type: ignore[union-attr]
 
 
 _NS_CLIENT = """
