@@ -40,6 +40,7 @@ def test_cpu_time_grows_with_work_and_anon_memory_sees_the_block() -> None:
     finally:
         proc.kill()
         proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
 
 
 def test_a_vanished_process_counts_as_nothing() -> None:
