@@ -1,5 +1,5 @@
 """hairline attribute end to end on the sample service: a 2x2 factorial (a CPU knob that
-moves every quantile, a stall of 1 request in 400 that moves only the far tail) run
+moves the body, a stall of 1 request in 100 that moves only the tail) run
 through the lab, each factor attributed to the quantiles it moves; a stopped run resumed,
 nothing left behind."""
 
@@ -63,9 +63,10 @@ def test_each_factor_is_attributed_to_the_quantiles_it_moves(
     """False failure: under 1e-3: the stall (20 ms on about 6 requests a run and those
     queued behind them) is the far tail of every "on" run, so its p99.9 effect is near 20 ms
     against a lower bound asserted at 1 ms, where a run's tail without stalls moves by a
-    few ms at most on this VM; the CPU knob doubles the work (the median +100s of us, clear
-    of 0 by far); the median's stall effect is 1/20 of the far one's at most, where about
-    1-2% of requests are delayed."""
+    few ms at most on this VM; the CPU knob doubles the work (2026-11-27: the median +169 us
+    [+82, +273], p90 +635 us [+281, +944]: about 3 half-widths clear of 0, not measured
+    over many runs); the median's stall effect is 1/20 of the far one's at most, where
+    about 1-2% of requests are delayed (measured: +45 us against +13,071 us)."""
     path = setup(tmp_path)
     out = tmp_path / "run"
     documents = ["--json", str(tmp_path / "a.json"), "--html", str(tmp_path / "a.html")]
@@ -76,10 +77,13 @@ def test_each_factor_is_attributed_to_the_quantiles_it_moves(
     assert report == json.loads((out / "report.json").read_text())
     assert report["runs"] == 12 and len(report["experiments"]) == 6
 
-    median, far = effects(report, 0.5), effects(report, 0.999)
-    # The CPU knob (twice the work) moves the median and the far tail, clear of 0.
+    median, p90, far = effects(report, 0.5), effects(report, 0.9), effects(report, 0.999)
+    # The CPU knob (twice the work) moves the median and p90, clear of 0. Not asserted at
+    # p99.9: there the stall, in half of the runs, sets the tail, and its jitter is the
+    # size of the CPU knob's effect (2026-11-27: cpu at p99.9 +1,924 us [-434, +3,284],
+    # the stall +13,071 us [+10,911, +14,702]).
     assert median["cpu"]["low_us"] > 0, median
-    assert far["cpu"]["low_us"] > 0, far
+    assert p90["cpu"]["low_us"] > 0, p90
     # The stall moves p99.9 by milliseconds, and the median by a twentieth of that at most.
     assert far["stall"]["low_us"] > 1000, far
     assert abs(median["stall"]["estimate_us"]) < 0.05 * far["stall"]["estimate_us"], median
