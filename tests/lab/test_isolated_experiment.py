@@ -87,8 +87,8 @@ def test_the_report_names_the_refused_connections_and_nothing_is_left(
     tmp_path: Path, engine_path: Path
 ) -> None:
     """False failure: about 1e-3 (not measured): either verdict passes, but the knocks count arm
-    starts, 6 for 3 trials of 2 batches: a batch spoiled by a load gate (or by steal, which the
-    validity change under way adds) is run again and changes that count; how often batches are
+    starts, 6 for 3 trials of 2 batches: a batch spoiled by a load gate (or by steal
+    that hit one arm more) is run again and changes that count; how often batches are
     spoiled here is not recorded."""
     home = tmp_path / "home"
     path = isolated_experiment(tmp_path / "run", "iso", trials=3)

@@ -369,8 +369,8 @@ def test_a_batch_whose_arm_dies_is_run_again_and_the_report_says_why(
 ) -> None:
     """False failure: about 1e-3 (not measured): the kill comes 1 s after the first arm starts, so
     the arm must be healthy within that second (the sample service starts in milliseconds), and
-    exactly one batch may be run again: a batch spoiled by a load gate (or by steal, which the
-    validity change under way adds) is run again and changes that count; how often batches are
+    exactly one batch may be run again: a batch spoiled by a load gate (or by steal
+    that hit one arm more) is run again and changes that count; how often batches are
     spoiled here is not recorded."""
     # The first arm ever started is killed a second after it starts; every later one lives.
     flag = tmp_path / "crashed-once"

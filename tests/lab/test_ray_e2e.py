@@ -218,8 +218,8 @@ def test_hardware_mode_runs_each_arm_on_a_host_of_its_class_and_compares_the_har
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
     """False failure: about 1e-3 (not measured): either verdict passes, but the list of runs must be
-    exactly one per trial and arm: a batch spoiled by a load gate (or by steal, which the validity
-    change under way adds) is run again and changes that count; how often batches are spoiled here
+    exactly one per trial and arm: a batch spoiled by a load gate (or by steal that hit
+    one arm more) is run again and changes that count; how often batches are spoiled here
     is not recorded."""
     # w5 is the one node of server type test-vm-b; w2, w3 and w4 are test-vm. They are
     # one machine, so that is the only fact in which they differ.
@@ -289,8 +289,8 @@ def test_a_three_sided_experiment_runs_each_arm_on_its_own_host_and_the_change_d
 ) -> None:
     """False failure: about 1e-3 (not measured). Either verdict of the change passes (it is an A/A);
     the parent's 30% regression over 3 trials must be found, a large effect whose per-trial spread
-    here is not recorded; and a batch spoiled by a load gate (or by steal, which the validity change
-    under way adds) is run again and changes that count; how often batches are spoiled here is not
+    here is not recorded; and a batch spoiled by a load gate (or by steal that hit one arm
+    more) is run again and changes that count; how often batches are spoiled here is not
     recorded."""
     ray_cluster.ensure_worker("w4")  # a third host of the class
     # Production; its parent 30% costlier (already in production, so only context); the

@@ -2,9 +2,9 @@
 
 A shared VM or CI runner loses its CPUs to other guests without a word: on this project's
 2-vCPU VMs a benchmark lost 11.8 s of CPU in one run. A batch during which the hypervisor
-took a noticeable share of an arm's or the engine's CPU measured the neighbour, not the
-change, so each batch records the steal of every CPU it used and the lab spoils the batch
-above a share (lab/validity.py).
+took more from one arm's CPU than from another's measured the neighbour, not the change,
+so each batch records the steal of every CPU it used and the lab spoils the batch when the
+arms' shares differ by too much (lab/validity.py).
 
 Busy time is everything that ran on a CPU (any process, interrupts), where a cgroup's CPU
 is one arm's: calibration needs it because on a small machine the engine shares a CPU with

@@ -39,7 +39,7 @@ from hairline.config.isolation import IsolationConfig
 from hairline.errors import HairlineError
 from hairline.lab.latency import latency_rows
 from hairline.lab.schedule import Batch, LabDesign, schedule
-from hairline.lab.validity import ArmReading, batch_problems
+from hairline.lab.validity import ArmReading, arm_steal_shares, batch_problems
 from hairline.procs import thread_pinned_to
 from hairline.report.jsonout import write_json
 
@@ -479,7 +479,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         failed_gates=[(g.name, g.detail) for g in measured.gates if not g.passed],
         wall_s=wall_s,
         max_error_rate=plan.max_error_rate,
-        steal_ms=stolen_ms,
+        steal_share=arm_steal_shares(stolen_ms, {n: plan.hosts[host_of[n]] for n in names}, wall_s),
     )
     rows: list[tuple[str, int, str, float]] = []
     for n in names:

@@ -10,8 +10,8 @@ what was measured is not what the arms would do under the planned load:
 - an arm was not running at the end of the measurement (it crashed);
 - an arm's CPU reading is impossible: nothing used while requests were served, or more
   than its CPUs could give in the measured wall time;
-- the hypervisor took more than ``MAX_STEAL_SHARE`` of a CPU the batch used (an arm's or
-  the engine's) away for other guests: the batch measured the neighbour.
+- the hypervisor took more time from one arm's CPUs than from another's, by more than
+  ``MAX_STEAL_GAP`` of a CPU: one arm waited on a neighbour the other did not meet.
 
 Pure: the runner gathers the facts, this decides.
 """
@@ -21,20 +21,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ArmReading", "batch_problems"]
+__all__ = ["ArmReading", "arm_steal_shares", "batch_problems"]
 
 # Gates whose failure spoils a comparison; the others (late_sends, poisson_fit) hit every
 # target alike.
 SPOILING_GATES = ("rate", "dropped")
 # cgroup CPU is exact; allow for the reading straddling the measured wall time.
 _CPU_SLACK = 1.05
-# The share of a used CPU's wall time the hypervisor may take before the batch is spoiled.
-# A guest's cgroup CPU time leaves stolen time out, so CPU per request barely moves with
-# steal; latency, and how far each arm got in the replay, do. This project's 2-vCPU VMs
-# lose 0.4% of each CPU on average (20.7 s over 44 minutes of the test suite), in bursts,
-# and /proc/stat counts 10 ms ticks: at 2% a 2 s batch was spoiled by 5 ticks. A tenth of
-# a CPU is a neighbour, not a burst.
-MAX_STEAL_SHARE = 0.10
+# How much more of its CPUs' wall time the hypervisor may take from one arm than from
+# another before the batch is spoiled. A guest's cgroup CPU time leaves stolen time out, so
+# CPU per request barely moves with steal; latency does, and it is the *difference* between
+# arms that biases a side-by-side comparison: steal that hits every arm alike is noise the
+# trials' spread already carries. A limit on steal itself failed CI (2026-11-27): its
+# shared host took 10-15% of both CPUs for minutes, every 1 s batch was spoiled, and seven
+# end-to-end tests failed, while the two CPUs' shares were within 4% of each other.
+# /proc/stat counts 10 ms ticks, a 1% step on a 1 s batch; this project's own VM loses
+# 0.4% of each CPU on average, in bursts.
+MAX_STEAL_GAP = 0.10
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,11 @@ def batch_problems(
     failed_gates: Sequence[tuple[str, str]],
     wall_s: float,
     max_error_rate: float,
-    steal_ms: Mapping[int, float] | None = None,
+    steal_share: Mapping[str, float] | None = None,
 ) -> list[str]:
     """Why the batch is spoiled (empty when it is sound). ``failed_gates`` are the engine's
-    failed gates as (name, detail); ``steal_ms`` the hypervisor's steal per CPU used."""
+    failed gates as (name, detail); ``steal_share`` the share of each arm's CPUs' wall time
+    the hypervisor took (``arm_steal_shares``)."""
     problems = [
         f"load gate {name} failed ({detail})" for name, detail in failed_gates
         if name in SPOILING_GATES
@@ -77,11 +81,26 @@ def batch_problems(
                 f"arm {arm} used {r.cpu_ns / 1e9:.2f} s of CPU in {wall_s:.2f} s on "
                 f"{r.cpus} CPU(s), more than its CPUs can give"
             )
-    for cpu, ms in sorted((steal_ms or {}).items()):
-        if wall_s > 0 and ms > MAX_STEAL_SHARE * wall_s * 1000:
+    shares = steal_share or {}
+    if len(shares) >= 2:
+        most = max(shares, key=lambda a: shares[a])
+        least = min(shares, key=lambda a: shares[a])
+        if shares[most] - shares[least] > MAX_STEAL_GAP:
             problems.append(
-                f"the hypervisor ran other work on CPU {cpu} for {ms:.0f} ms of the "
-                f"{wall_s:.2f} s measured ({ms / (wall_s * 10):.1f}% steal, limit "
-                f"{MAX_STEAL_SHARE:.0%}): the machine was shared"
+                f"the hypervisor took {shares[most]:.1%} of arm {most}'s CPU time and "
+                f"{shares[least]:.1%} of arm {least}'s (a gap over {MAX_STEAL_GAP:.0%}): "
+                "a neighbour slowed one arm and not the other"
             )
     return problems
+
+
+def arm_steal_shares(
+    steal_ms: Mapping[int, float], cpus_of: Mapping[str, Sequence[int]], wall_s: float
+) -> dict[str, float]:
+    """The share of each arm's CPUs' wall time the hypervisor took (arms whose CPUs were
+    not all read are left out)."""
+    shares: dict[str, float] = {}
+    for arm, cpus in cpus_of.items():
+        if cpus and wall_s > 0 and all(c in steal_ms for c in cpus):
+            shares[arm] = sum(steal_ms[c] for c in cpus) / (len(cpus) * wall_s * 1000)
+    return shares
