@@ -51,6 +51,7 @@ demo: build
 lint: build
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
+	PYTHONPATH=python $(VENV)/bin/lint-imports --no-cache
 
 typecheck: build
 	$(VENV)/bin/mypy

@@ -36,7 +36,7 @@ from hairline.errors import EngineError
 from hairline.store.db import Store, open_store
 
 if TYPE_CHECKING:
-    from hairline.capacity.fleet import LocalFleet
+    from hairline.kraken.fleet import LocalFleet
 
 ENGINE_NAME = "hairline-engine"
 START_TIMEOUT_S = 10.0
@@ -470,7 +470,8 @@ def ray_cluster(postgres_server: PostgresServer, engine_path: Path) -> Iterator[
 def kraken_fleet(engine_path: Path) -> Iterator[LocalFleet]:
     """``--local-fleet 4``: web1..web4 and "rest" behind HAProxy, sharing a limited cache.
     Tests that change its weights put them back (the controller does, on every path)."""
-    from hairline.capacity.fleet import HAPROXY, FleetSpec, LocalFleet
+    from hairline.kraken.fleet import FleetSpec, LocalFleet
+    from hairline.lb.launch import HAPROXY
 
     if not HAPROXY.exists():
         pytest.skip("HAProxy is not installed (make sysdeps installs it)")

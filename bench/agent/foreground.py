@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hairline.procs import session_members
+from hairline.kit.procs import session_members
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 

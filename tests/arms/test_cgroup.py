@@ -117,7 +117,7 @@ def test_sweep_kills_what_a_dead_owner_left(tmp_path: Path, mode: str) -> None:
     assert group is not None, why
     import subprocess
 
-    from hairline.procs import child_setup
+    from hairline.kit.procs import child_setup
 
     # Started by "someone else": nothing but the cgroup's name is known afterwards.
     proc = subprocess.Popen(

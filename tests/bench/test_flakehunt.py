@@ -68,7 +68,7 @@ E   assert 1 == 2
 0.50s teardown tests/lab/test_lab_e2e.py::test_ab[fast arm]
 8.00s call     tests/lab/test_lab_e2e.py::test_aa[[1, 2]-x]
 \x1b[33mstarting the fleet: a service's own output, interleaved\x1b[0m
-2.25s call     tests/capacity/test_fleet.py::TestFleet::test_knee
+2.25s call     tests/kraken/test_fleet.py::TestFleet::test_knee
 9.75s setup    tests/store/test_pg.py::test_migrate
 
 (14 durations < 0.005s hidden.  Use -vv to show these durations.)
@@ -83,7 +83,7 @@ def test_the_durations_section_adds_setup_call_and_teardown_per_test():
     assert flakehunt.parse_durations(LOG) == {
         "tests/lab/test_lab_e2e.py::test_ab[fast arm]": pytest.approx(15.84),
         "tests/lab/test_lab_e2e.py::test_aa[[1, 2]-x]": 8.0,
-        "tests/capacity/test_fleet.py::TestFleet::test_knee": 2.25,
+        "tests/kraken/test_fleet.py::TestFleet::test_knee": 2.25,
         # Only its setup is in the top 25, and a run of it pays for the setup too.
         "tests/store/test_pg.py::test_migrate": 9.75,
     }

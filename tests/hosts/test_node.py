@@ -27,7 +27,7 @@ from sqlalchemy import select
 
 from conftest import RayCluster, live_processes_with
 from hairline.hosts.node import NodeState, StartedNode, agent_of, stop_node, watch_node
-from hairline.procs import session_members
+from hairline.kit.procs import session_members
 from hairline.store.db import Store, open_store
 from hairline.store.models import Host
 

@@ -20,8 +20,8 @@ from experiment_files import write_experiment
 from sqlalchemy import select
 
 from conftest import live_processes_with
+from hairline.kit.procs import group_alive
 from hairline.lab.trials import cgroup_prefix
-from hairline.procs import group_alive
 from hairline.store.db import open_store
 from hairline.store.models import Experiment, Host, Run, Trial
 from hairline.store.observations import read_observations

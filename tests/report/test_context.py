@@ -12,6 +12,7 @@ import pytest
 from report_fixture import make_report
 
 from hairline.config import MetricPolicy, Threshold
+from hairline.kit.jsonout import to_jsonable
 from hairline.lab.analysis import AnalysisOptions, analyze
 from hairline.report.context import (
     JSON_SCHEMA,
@@ -22,7 +23,6 @@ from hairline.report.context import (
     load_notes,
     metric_trials,
 )
-from hairline.report.jsonout import to_jsonable
 from hairline.store.observations import Observations, read_observations, write_observations
 
 COLD_ROWS = 40  # requests served cold (three times slower) at the start of every trial

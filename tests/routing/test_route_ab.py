@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hairline.capacity.fleet import HAPROXY
+from hairline.lb.launch import HAPROXY
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "routing"
 

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import parse_prometheus
 from hairline.arms.local import free_port
-from hairline.capacity.fleet import HAPROXY
+from hairline.lb.launch import HAPROXY
 from hairline.routing.fleet import FleetOptions, RoutingFleet
 from hairline.routing.partition import Partition, Partitioning, partitioning_json
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hairline.capacity.fleet import HAPROXY
+from hairline.lb.launch import HAPROXY
 from hairline.routing.balancer import BalancerSettings, realise
 from hairline.routing.haproxy import haproxy_config, server_weights
 from hairline.routing.partition import Partition, Partitioning

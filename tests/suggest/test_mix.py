@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from hairline.config.suggest import why_notes
 from hairline.errors import DataError
+from hairline.profile.formats import parse_folded
 from hairline.suggest.changes import ChangedFunction
-from hairline.suggest.config import why_notes
 from hairline.suggest.mix import remix
-from hairline.suggest.profile import parse_folded
 from hairline.suggest.score import impact
 from hairline.trace.format import TraceRequest, read_trace, write_trace
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hairline.errors import ConfigError
+from hairline.profile.formats import Frame, parse_folded
 from hairline.suggest.changes import ChangedFunction
-from hairline.suggest.profile import Frame, parse_folded
 from hairline.suggest.score import (
     decide,
     frame_matches,

@@ -31,7 +31,7 @@ from typing import IO
 
 from hairline.engine import find_engine
 from hairline.errors import ArmFailed
-from hairline.procs import child_setup
+from hairline.kit.procs import child_setup
 
 __all__ = ["EgressProxy", "EgressSpec", "EgressStats"]
 

@@ -32,7 +32,7 @@ from hairline.arms.isolation import ArmIsolation
 from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import ArmFailed
-from hairline.procs import child_setup
+from hairline.kit.procs import child_setup
 
 __all__ = ["ArmSpec", "LocalArm", "free_port", "wait_http_ok"]
 

@@ -22,10 +22,10 @@ from hairline.attribute.design import (
     full_factorial,
     parse_generator,
 )
-from hairline.capacity.tomlcheck import Problems, Report, read_model
 from hairline.config import ArmConfig, ExperimentConfig
 from hairline.config.sections import LoadConfig, TomlModel
-from hairline.tune.config import load_named_experiment
+from hairline.config.tomlcheck import Problems, Report, read_model
+from hairline.lab.files import load_named_experiment
 
 __all__ = ["AttributionSpec", "Factor", "load_attribution_file"]
 

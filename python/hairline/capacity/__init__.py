@@ -1,6 +1,4 @@
-"""Capacity: how much load a build sustains (capacity mode's search), and Kraken load tests
-that shift live traffic through load-balancer weights in a feedback loop on health metrics.
-
-Modules are imported by their own paths (``hairline.capacity.health``...); this package
-re-exports nothing, so that importing one piece never starts another's dependencies.
+"""Capacity mode's cores: how much load a build sustains. ``search``: the probe search for
+the knee (pure); ``pid``: the PID controller that settles on the SLO's rate (pure). The lab
+drives them (lab/capacity.py, lab/capacity_pid.py); Kraken is a package of its own.
 """

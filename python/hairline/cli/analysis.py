@@ -10,6 +10,7 @@ import click
 from hairline.cli._base import EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.config import MetricPolicy, parse_directions, parse_threshold, parse_thresholds
 from hairline.errors import ConfigError
+from hairline.kit.jsonout import write_json
 from hairline.lab.analysis import AnalysisOptions
 from hairline.lab.analysis import analyze as run_analysis
 from hairline.lab.plan import (
@@ -19,7 +20,6 @@ from hairline.lab.plan import (
     plan_from_components,
 )
 from hairline.report.context import analysis_json
-from hairline.report.jsonout import write_json
 from hairline.report.terminal import print_analysis, print_plan
 from hairline.stats import list_models
 from hairline.stats.designs import VarianceComponents

@@ -17,6 +17,13 @@ import click
 
 from hairline.attribute.config import AttributionSpec, load_attribution_file
 from hairline.attribute.model import attribute
+from hairline.attribute.report import (
+    AttributionReport,
+    attribution_json,
+    print_attribution,
+    render_attribution_html,
+    render_attribution_markdown,
+)
 from hairline.attribute.run import Lab, Plan, gather, load_plan, run_attribution
 from hairline.cli._base import console, main
 from hairline.cli._options import (
@@ -32,13 +39,6 @@ from hairline.cli.experiments import write_documents
 from hairline.cli.run import take_to_end
 from hairline.config import ExperimentConfig
 from hairline.lab.queue import enqueue
-from hairline.report.attribute import (
-    AttributionReport,
-    attribution_json,
-    print_attribution,
-    render_attribution_html,
-    render_attribution_markdown,
-)
 from hairline.store.db import Store, open_store
 
 __all__: list[str] = []

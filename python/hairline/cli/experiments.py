@@ -16,12 +16,12 @@ from rich.table import Table
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.cli._options import esc, report_options, store_options
+from hairline.kit.jsonout import write_json
 from hairline.lab.queue import request_cancel
 from hairline.lab.status import artifacts_dir, experiment_rows, phase_of
 from hairline.report.context import ExperimentReport, experiment_json
 from hairline.report.experiment import load_report
 from hairline.report.html import render_html
-from hairline.report.jsonout import write_json
 from hairline.report.markdown import append_step_summary, render_markdown
 from hairline.report.terminal import print_experiment
 from hairline.store.db import Store, open_store

@@ -15,18 +15,18 @@ from pathlib import Path
 
 import click
 
-from hairline.capacity.fleet import FleetSpec, LocalFleet
-from hairline.capacity.kraken_file import load_kraken_file
-from hairline.capacity.kraken_report import (
+from hairline.cli._base import EXIT_ERROR, EXIT_OK, console, main
+from hairline.kit.jsonout import to_jsonable
+from hairline.kraken.file import load_kraken_file
+from hairline.kraken.fleet import FleetSpec, LocalFleet
+from hairline.kraken.report import (
     print_summary,
     progress_line,
     result_json,
     write_reports,
 )
-from hairline.capacity.kraken_results import Step
-from hairline.capacity.kraken_run import plan_of, run_kraken
-from hairline.cli._base import EXIT_ERROR, EXIT_OK, console, main
-from hairline.report.jsonout import to_jsonable
+from hairline.kraken.results import Step
+from hairline.kraken.run import plan_of, run_kraken
 
 __all__ = ["kraken"]
 

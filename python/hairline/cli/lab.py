@@ -32,10 +32,10 @@ from hairline.hosts.factors import (
 )
 from hairline.hosts.inventory import ensure_local_hosts, inventory
 from hairline.hosts.quotas import region_quotas, set_quota
+from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.processor import Event, ProcessorOptions, process_next
 from hairline.lab.queue import new_owner
 from hairline.lab.status import standing
-from hairline.report.jsonout import to_jsonable, write_json
 from hairline.store.db import Store, open_store
 
 

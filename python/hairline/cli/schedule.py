@@ -16,6 +16,7 @@ from hairline.cli._base import console
 from hairline.cli._options import esc, store_options
 from hairline.cli._waiting import duration_text
 from hairline.cli.lab import lab
+from hairline.kit.jsonout import to_jsonable
 from hairline.lab.periodic import (
     Schedule,
     add_schedule,
@@ -23,7 +24,6 @@ from hairline.lab.periodic import (
     remove_schedule,
     run_due,
 )
-from hairline.report.jsonout import to_jsonable
 from hairline.store.db import open_store
 
 

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from hairline.cli._base import console, main
 from hairline.errors import ConfigError
-from hairline.report.jsonout import to_jsonable, write_json
+from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.trace.format import (
     Json,
     TraceRequest,

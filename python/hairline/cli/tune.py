@@ -32,12 +32,12 @@ from hairline.cli.run import take_to_end
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError
 from hairline.lab.queue import enqueue
-from hairline.report.tune import print_tuning, render_tuning_html, render_tuning_markdown
 from hairline.store.db import Store, open_store
 from hairline.tune import runs
 from hairline.tune.apply import render_file
 from hairline.tune.config import TuningSpec, load_tuning_file
 from hairline.tune.loop import Lab, run_tuning
+from hairline.tune.report import print_tuning, render_tuning_html, render_tuning_markdown
 from hairline.tune.results import TuningResult, deploy_toml
 from hairline.tune.searchers import SEARCHERS
 

@@ -28,8 +28,8 @@ from hairline.config.sections import (
     ModeConfig,
     TomlModel,
 )
+from hairline.config.suggest import SuggestConfig
 from hairline.errors import ConfigError
-from hairline.suggest.config import SuggestConfig
 
 __all__ = [
     "AA_MIN_EVERY_S",

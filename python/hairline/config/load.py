@@ -50,7 +50,7 @@ def load_experiment(path: Path, *, checks: Sequence[ExtraCheck] = ()) -> Experim
     hide the other problems: the checks then run on the file without that field.
     ``checks`` are run on the result with the same reporting (``hairline.lab.files``).
     """
-    problems = _Problems()
+    problems = FieldProblems()
     data = _read_toml(path, problems)
     service_data: Any = data.get("service")
     service_path = path
@@ -146,7 +146,7 @@ def _without_bad_fields(model: type[_M], data: Any, err: ValidationError) -> _M 
     return None
 
 
-def _read_toml(path: Path, problems: _Problems, *, field: str | None = None) -> dict[str, Any]:
+def _read_toml(path: Path, problems: FieldProblems, *, field: str | None = None) -> dict[str, Any]:
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -183,7 +183,7 @@ def _resolve(config: ExperimentConfig, path: Path) -> ExperimentConfig:
     return config.model_copy(update={"trace": str((here / config.trace).resolve()), "arms": arms})
 
 
-class _Problems:
+class FieldProblems:
     """Every problem found in a file set, reported together."""
 
     def __init__(self) -> None:

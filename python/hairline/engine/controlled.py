@@ -25,7 +25,7 @@ from hairline.engine.run import (
     with_summary,
 )
 from hairline.errors import ConfigError, EngineError
-from hairline.procs import child_setup
+from hairline.kit.procs import child_setup
 
 _DONE = object()
 

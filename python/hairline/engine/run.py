@@ -17,7 +17,7 @@ from typing import Any
 from hairline.engine.plan import LoadPlan
 from hairline.engine.results import LoadResult
 from hairline.errors import ConfigError, EngineError
-from hairline.procs import child_setup
+from hairline.kit.procs import child_setup
 
 ENGINE_NAME = "hairline-engine"
 EXIT_INVALID = 1  # a run whose validity gate failed under --strict

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from hairline.errors import ConfigError
 from hairline.hosts.facts import HostFacts
-from hairline.secretfiles import check_private
+from hairline.kit.secretfiles import check_private
 
 __all__ = [
     "AgentSpec",

@@ -41,9 +41,9 @@ from hairline.capacity.search import (
 )
 from hairline.config import ExperimentConfig
 from hairline.errors import EngineError
+from hairline.kit.jsonout import write_json
 from hairline.lab.runner import Arm, Attempt, Hooks, RunPlan
 from hairline.lab.schedule import Batch
-from hairline.report.jsonout import write_json
 
 __all__ = [
     "CAPACITY_SUFFIX",

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from hairline.config import ExperimentConfig, Report, load_experiment
 from hairline.config.load import ExtraCheck
-from hairline.errors import DataError
+from hairline.config.tomlcheck import Report as FieldReport
+from hairline.errors import ConfigError, DataError
 from hairline.stats import list_models
 from hairline.trace.format import parse_trace_text
 
-__all__ = ["TRACE_LINES_CHECKED", "load_experiment_file"]
+__all__ = ["TRACE_LINES_CHECKED", "load_experiment_file", "load_named_experiment"]
 
 # Enough lines to catch a wrong file or a broken writer, few enough to stay instant.
 TRACE_LINES_CHECKED = 50
@@ -59,3 +60,20 @@ def load_experiment_file(path: Path, *, checks: Sequence[ExtraCheck] = ()) -> Ex
     ``checks`` are the caller's own, in the same round (the HTTP API's rules for what a
     submitted file may run)."""
     return load_experiment(path, checks=(_model_is_known, _trace_starts_well, *checks))
+
+
+def load_named_experiment(path: Path, report: FieldReport) -> ExperimentConfig | None:
+    """The experiment file a tuning (or attribution) file names, or None after reporting
+    its problems as the naming field's."""
+    try:
+        return load_experiment_file(path)
+    except ConfigError as err:
+        first = err.message.splitlines()
+        report(
+            ("experiment",),
+            f"the experiment file has problems: {' / '.join(first[1:4])}"
+            if len(first) > 1
+            else err.message,
+            err.hint or "fix the experiment file",
+        )
+        return None

@@ -43,10 +43,10 @@ from hairline.arms.remote import HostLost
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, HairlineError
 from hairline.hosts.agent import ray_environment, resource_name
+from hairline.kit.procs import child_setup
 from hairline.lab.calibrate import Calibration, CalibrationStep
 from hairline.lab.runner import Hooks, RunPlan, TrialLeftOut
 from hairline.lab.schedule import Batch
-from hairline.procs import child_setup
 
 __all__ = [
     "HeadUnreachable",

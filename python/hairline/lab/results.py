@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
+from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.analysis import Analysis, AnalysisOptions, MetricAnalysis, analyze
-from hairline.report.jsonout import to_jsonable, write_json
 from hairline.stats.data import Comparison
 from hairline.stats.sequential import FIRST_LOOK, settled
 from hairline.stats.verdict import MetricRule, Verdict

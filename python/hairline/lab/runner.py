@@ -37,11 +37,11 @@ from hairline.collect.cpustat import read_cpu_times, steal_ms
 from hairline.collect.prometheus import Sample, scrape
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import HairlineError
+from hairline.kit.jsonout import write_json
+from hairline.kit.procs import thread_pinned_to
 from hairline.lab.latency import latency_rows
 from hairline.lab.schedule import Batch, LabDesign, schedule
 from hairline.lab.validity import ArmReading, arm_steal_shares, batch_problems
-from hairline.procs import thread_pinned_to
-from hairline.report.jsonout import write_json
 
 __all__ = [
     "Arm",

@@ -33,6 +33,7 @@ from hairline.arms.remote import HostLost
 from hairline.config import start_command
 from hairline.errors import HairlineError
 from hairline.hosts.inventory import Allocation, ensure_local_hosts
+from hairline.kit.procs import group_alive, kill_group
 from hairline.lab.calibrate import calibrate
 from hairline.lab.capacity import capacity_settings
 from hairline.lab.capacity_pid import capacity_batch
@@ -48,7 +49,6 @@ from hairline.lab.remote import (
 from hairline.lab.results import aa_experiments, settled_at_look
 from hairline.lab.runner import ArmDef, Hooks, RunPlan, TrialLeftOut, run_trial
 from hairline.lab.schedule import Batch
-from hairline.procs import group_alive, kill_group
 from hairline.stats.sequential import FIRST_LOOK
 from hairline.store.db import Store, pairs
 from hairline.store.models import Arm, Experiment, Run, Trial

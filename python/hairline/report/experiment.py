@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from hairline.config import ExperimentConfig
+from hairline.config.suggest import why_notes
 from hairline.hosts.inventory import parse_cpus
 from hairline.lab import concurrency
 from hairline.lab.analysis import Analysis
@@ -33,7 +34,6 @@ from hairline.report.context import (
 from hairline.store.db import Store
 from hairline.store.models import Arm, Host, Run, Service, Trial
 from hairline.store.observations import Observations, observations_from_table
-from hairline.suggest.config import why_notes
 
 __all__ = ["load_report"]
 

@@ -3,7 +3,7 @@
 
 It is one foreground process so that the lab can start it as an arm: its instances and
 HAProxy are its children, in the arm's cgroup and CPU set, so the lab's CPU per request
-counts all of them; each child is killed with it (:func:`hairline.procs.child_setup`), and
+counts all of them; each child is killed with it (:func:`hairline.kit.procs.child_setup`), and
 leaving the ``with`` block stops them all, on every path.
 """
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hairline.arms.local import free_port, wait_http_ok
-from hairline.capacity.fleet import HAPROXY, FolderOfChildren, start_haproxy, stop_process
 from hairline.errors import ArmFailed, ConfigError, DataError
-from hairline.procs import child_setup
+from hairline.kit.procs import child_setup, stop_process
+from hairline.lb.launch import HAPROXY, FolderOfChildren, start_haproxy
 from hairline.routing import balancer
 from hairline.routing.haproxy import POLICIES, HAProxyRouter, haproxy_config
 from hairline.routing.partition import Partitioning, partitioning_from_json

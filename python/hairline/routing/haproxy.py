@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hairline.capacity.fleet import haproxy_head
-from hairline.capacity.lb import HAProxyRuntime, stat_rows
+from hairline.lb.haproxy import HAProxyRuntime, stat_rows
+from hairline.lb.launch import haproxy_head
 from hairline.routing.balancer import Placement
 from hairline.routing.partition import Partitioning
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hairline.errors import DataError
-from hairline.suggest.profile import parse_folded
+from hairline.profile.formats import parse_folded
 
 __all__ = ["Profile", "parse_profile", "read_profile"]
 
@@ -78,7 +78,7 @@ def parse_profile(text: str, *, source: str = "<profile>") -> Profile:
 
 
 def _parse_folded(text: str, source: str) -> Profile:
-    """Folded stacks through the one folded parser (suggest/profile.py), charged to every
+    """Folded stacks through the one folded parser (profile/formats.py), charged to every
     function of each stack once."""
     endpoints: dict[str, dict[str, float]] = {}
     totals: dict[str, float] = {}

@@ -25,7 +25,7 @@ from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hairline.errors import ConfigError
-from hairline.secretfiles import secret_from_env
+from hairline.kit.secretfiles import secret_from_env
 
 __all__ = ["DEFAULT_HOME", "Store", "default_url", "open_store", "pairs"]
 

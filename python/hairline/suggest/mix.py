@@ -1,6 +1,6 @@
 """The experiment's trace re-mixed to the endpoints a diff reaches, in their shares of the
 modified code's cost, with ``trace/shape.py``'s mix (what ``hairline trace filter --mix``
-does), and the reason kept as a :class:`~hairline.suggest.config.SuggestedMix`.
+does), and the reason kept as a :class:`~hairline.config.suggest.SuggestedMix`.
 
 An endpoint of the profile is found in the trace by its label, or, for a profile that
 writes ``GET /search`` where the trace's label is ``/search``, by its path. Endpoints the
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hairline.config.suggest import SuggestedEndpoint, SuggestedFunction, SuggestedMix
 from hairline.errors import DataError
-from hairline.suggest.config import SuggestedEndpoint, SuggestedFunction, SuggestedMix
 from hairline.suggest.score import DiffImpact
 from hairline.trace.format import Json, read_trace, write_trace
 from hairline.trace.shape import MixResult, MixWeight, derived_header, mix_trace

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from hairline.config import ExperimentConfig
+from hairline.config.suggest import SuggestConfig, SuggestedMix
 from hairline.errors import ConfigError
+from hairline.profile.formats import Profile, merge, read_profile
 from hairline.suggest.changes import DiffFunctions, modified_functions
-from hairline.suggest.config import SuggestConfig, SuggestedMix
 from hairline.suggest.mix import remix
-from hairline.suggest.profile import Profile, merge, read_profile
 from hairline.suggest.score import (
     DiffImpact,
     ScoreThreshold,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from hairline.errors import ConfigError
+from hairline.profile.formats import Frame, Profile
 from hairline.suggest.changes import ChangedFunction
-from hairline.suggest.profile import Frame, Profile
 
 __all__ = [
     "DiffImpact",

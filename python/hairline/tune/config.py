@@ -15,12 +15,11 @@ import jinja2
 from jinja2 import meta
 from pydantic import Field
 
-from hairline.capacity.tomlcheck import Problems, Report, read_model
 from hairline.config import ExperimentConfig
 from hairline.config.policy import BUILTIN_DIRECTIONS
 from hairline.config.sections import TomlModel
-from hairline.errors import ConfigError
-from hairline.lab.files import load_experiment_file
+from hairline.config.tomlcheck import Problems, read_model
+from hairline.lab.files import load_named_experiment
 from hairline.tune.searchers import SEARCHERS, check_options
 from hairline.tune.space import (
     BoolParam,
@@ -38,7 +37,6 @@ __all__ = [
     "ApplyTable",
     "ClustersTable",
     "TuningSpec",
-    "load_named_experiment",
     "load_tuning_file",
 ]
 
@@ -346,23 +344,6 @@ def load_tuning_file(path: Path) -> TuningSpec:
         constraints=dict(parsed.constraints),
         clusters=parsed.clusters,
     )
-
-
-def load_named_experiment(path: Path, report: Report) -> ExperimentConfig | None:
-    """The experiment file a tuning (or attribution) file names, or None after reporting
-    its problems as the naming field's."""
-    try:
-        return load_experiment_file(path)
-    except ConfigError as err:
-        first = err.message.splitlines()
-        report(
-            ("experiment",),
-            f"the experiment file has problems: {' / '.join(first[1:4])}"
-            if len(first) > 1
-            else err.message,
-            err.hint or "fix the experiment file",
-        )
-        return None
 
 
 def _template(here: Path, apply: ApplyTable, report: Any) -> str | None:

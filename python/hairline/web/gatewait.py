@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hairline.errors import HairlineError
-from hairline.secretfiles import secret_from_env
+from hairline.kit.secretfiles import secret_from_env
 
 __all__ = [
     "GateAnswer",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hairline.config import ExperimentConfig, Report
-from hairline.config.load import _Problems
+from hairline.config.load import FieldProblems
 from hairline.errors import ConfigError, Problem
 from hairline.lab.files import load_experiment_file
 
@@ -89,7 +89,7 @@ def read_submission(
     pairs. A refused submission's folder is removed."""
     refused = check_file_names(list(files))
     if refused:
-        problems = _Problems()
+        problems = FieldProblems()
         for reason in refused:
             problems.add("files", None, "files", reason, "rename or leave out that file")
         raise _without_folder(problems.error(Path(EXPERIMENT_FILE)), root)
@@ -145,7 +145,7 @@ def _service_file_inside(path: Path, folder: Path) -> None:
     except tomllib.TOMLDecodeError:
         return  # the loader reports it, with every other problem
     if isinstance(named, str) and not _inside(folder, named):
-        problems = _Problems()
+        problems = FieldProblems()
         problems.at(
             path, path.read_text(), ("service",), f"{named!r} is outside the submission",
             "send the service file in 'files' and name it, e.g. \"service.toml\"",
@@ -185,7 +185,7 @@ def _service_allowed(
         file, text = path, path.read_text()
     nested = "service" in tomllib.loads(text)
     prefix: tuple[str, ...] = ("service",) if nested else ()
-    problems = _Problems()
+    problems = FieldProblems()
     wanted = [("start", service.start, (*prefix, "start"))]
     if service.build.command is not None:
         wanted.append(("build", service.build.command, (*prefix, "build", "command")))

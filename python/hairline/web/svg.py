@@ -8,7 +8,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from hairline.report.html.charts import _VERDICT_COLOURS, _e, _f, _svg, _text, _tick
+from hairline.report.html.charts import (
+    VERDICT_COLOURS,
+    esc,
+    frame,
+    num,
+    text_at,
+    tick_at,
+)
 from hairline.web.health import FprPoint
 from hairline.web.pagedata import HistoryPoint
 
@@ -29,9 +36,9 @@ def _y_axis(low: float, high: float, unit: str, y: Callable[[float], float]) -> 
     for tick in sorted({low, 0.0, high} if low < 0 < high else {low, high}):
         at = y(tick)
         body += [
-            f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{_f(at)}" y2="{_f(at)}" '
+            f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{num(at)}" y2="{num(at)}" '
             f'stroke="{"#9ca3af" if tick == 0 else "#e5e7eb"}"/>',
-            _text(_LEFT - 6, at + 4, f"{_tick(tick)}{unit}", anchor="end"),
+            text_at(_LEFT - 6, at + 4, f"{tick_at(tick)}{unit}", anchor="end"),
         ]
     return body
 
@@ -39,7 +46,7 @@ def _y_axis(low: float, high: float, unit: str, y: Callable[[float], float]) -> 
 def _x_labels(ids: Sequence[int], step: float, x0: float) -> list[str]:
     every = max(1, math.ceil(len(ids) / 12))
     return [
-        _text(x0 + i * step, _H - _BOTTOM + 16, f"#{eid}")
+        text_at(x0 + i * step, _H - _BOTTOM + 16, f"#{eid}")
         for i, eid in enumerate(ids)
         if i % every == 0 or i == len(ids) - 1
     ]
@@ -71,30 +78,30 @@ def history_svg(metric: str, points: Sequence[HistoryPoint]) -> str:
             worse_top = p.direction == "higher-is-worse"
             worse = (y(limit), y(theta)) if worse_top else (y(-theta), y(-limit))
             body += [
-                f'<rect x="{_f(x - step / 2)}" y="{_f(y(theta))}" width="{_f(step)}" '
-                f'height="{_f(y(-theta) - y(theta))}" fill="#e5e7eb" opacity="0.7"/>',
-                f'<rect x="{_f(x - step / 2)}" y="{_f(worse[0])}" width="{_f(step)}" '
-                f'height="{_f(worse[1] - worse[0])}" fill="#fee2e2" opacity="0.6"/>',
+                f'<rect x="{num(x - step / 2)}" y="{num(y(theta))}" width="{num(step)}" '
+                f'height="{num(y(-theta) - y(theta))}" fill="#e5e7eb" opacity="0.7"/>',
+                f'<rect x="{num(x - step / 2)}" y="{num(worse[0])}" width="{num(step)}" '
+                f'height="{num(worse[1] - worse[0])}" fill="#fee2e2" opacity="0.6"/>',
             ]
         if p.relative_effect is None:
             continue
-        colour = _VERDICT_COLOURS.get(p.label, "#4b5563")
+        colour = VERDICT_COLOURS.get(p.label, "#4b5563")
         if p.ci_low is not None and p.ci_high is not None:
             body.append(
-                f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(y(p.ci_low * 100))}" '
-                f'y2="{_f(y(p.ci_high * 100))}" stroke="{colour}" stroke-width="2"/>'
+                f'<line x1="{num(x)}" x2="{num(x)}" y1="{num(y(p.ci_low * 100))}" '
+                f'y2="{num(y(p.ci_high * 100))}" stroke="{colour}" stroke-width="2"/>'
             )
         title = (
             f"experiment {p.experiment_id}, {p.candidate}: {p.relative_effect * 100:+.2f}% "
             f"({p.label})"
         )
         body.append(
-            f'<a href="/experiments/{p.experiment_id}"><circle cx="{_f(x)}" '
-            f'cy="{_f(y(p.relative_effect * 100))}" r="4" fill="{colour}">'
-            f"<title>{_e(title)}</title></circle></a>"
+            f'<a href="/experiments/{p.experiment_id}"><circle cx="{num(x)}" '
+            f'cy="{num(y(p.relative_effect * 100))}" r="4" fill="{colour}">'
+            f"<title>{esc(title)}</title></circle></a>"
         )
     body += _x_labels([p.experiment_id for p in points], step, x0)
-    return _svg(_W, _H, f"{metric}: relative effect per experiment", body)
+    return frame(_W, _H, f"{metric}: relative effect per experiment", body)
 
 
 def fpr_svg(metric: str, points: Sequence[FprPoint], alpha: float) -> str:
@@ -114,15 +121,15 @@ def fpr_svg(metric: str, points: Sequence[FprPoint], alpha: float) -> str:
     body = _y_axis(0.0, top * 100, "%", lambda v: y(v / 100))
     upper = [(x0 + i * step, y(p.band_high / p.runs)) for i, p in enumerate(points)]
     lower = [(x0 + i * step, y(p.band_low / p.runs)) for i, p in enumerate(points)]
-    outline = " ".join(f"{_f(a)},{_f(b)}" for a, b in [*upper, *reversed(lower)])
+    outline = " ".join(f"{num(a)},{num(b)}" for a, b in [*upper, *reversed(lower)])
     body += [
         f'<polygon points="{outline}" fill="#dcfce7" opacity="0.8"><title>95% band of a '
         f"calibrated model (alpha {alpha:g})</title></polygon>",
-        f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{_f(y(alpha))}" y2="{_f(y(alpha))}" '
+        f'<line x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{num(y(alpha))}" y2="{num(y(alpha))}" '
         f'stroke="#16a34a" stroke-dasharray="4 3"/>',
-        _text(_W - _RIGHT - 2, y(alpha) - 4, f"alpha {alpha:g}", anchor="end"),
+        text_at(_W - _RIGHT - 2, y(alpha) - 4, f"alpha {alpha:g}", anchor="end"),
     ]
-    line = " ".join(f"{_f(x0 + i * step)},{_f(y(p.rate))}" for i, p in enumerate(points))
+    line = " ".join(f"{num(x0 + i * step)},{num(y(p.rate))}" for i, p in enumerate(points))
     body.append(f'<polyline points="{line}" fill="none" stroke="#2563eb" stroke-width="1.5"/>')
     for i, p in enumerate(points):
         colour = "#b91c1c" if p.above_band else "#2563eb"
@@ -131,9 +138,9 @@ def fpr_svg(metric: str, points: Sequence[FprPoint], alpha: float) -> str:
             f"last {p.runs} A/A runs; a calibrated model shows {p.band_low} to {p.band_high}"
         )
         body.append(
-            f'<a href="/experiments/{p.experiment_id}"><circle cx="{_f(x0 + i * step)}" '
-            f'cy="{_f(y(p.rate))}" r="3.5" fill="{colour}"><title>{_e(title)}</title>'
+            f'<a href="/experiments/{p.experiment_id}"><circle cx="{num(x0 + i * step)}" '
+            f'cy="{num(y(p.rate))}" r="3.5" fill="{colour}"><title>{esc(title)}</title>'
             "</circle></a>"
         )
     body += _x_labels([p.experiment_id for p in points], step, x0)
-    return _svg(_W, _H, f"{metric}: A/A false-positive rate over time", body)
+    return frame(_W, _H, f"{metric}: A/A false-positive rate over time", body)

@@ -6,13 +6,13 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
+from hairline.kit.jsonout import to_jsonable
 from hairline.lab.analysis import Analysis
 from hairline.report.context.capacity import arm_capacities
 from hairline.report.context.model import ExperimentReport
 from hairline.report.context.notes import overlap_notes
 from hairline.report.context.text import headline
 from hairline.report.context.trials import metric_trials
-from hairline.report.jsonout import to_jsonable
 
 __all__ = ["JSON_SCHEMA", "analysis_json", "experiment_json"]
 

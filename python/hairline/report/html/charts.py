@@ -23,11 +23,18 @@ from hairline.store.observations import Observations
 
 __all__ = [
     "SERIES_BUCKETS",
+    "VERDICT_COLOURS",
     "arm_colours",
     "axes_with_zero",
     "axis_ticks",
+    "esc",
+    "frame",
     "interval_svg",
+    "legend",
+    "num",
     "series_svg",
+    "text_at",
+    "tick_at",
     "trial_name",
     "trial_order",
     "trials_svg",
@@ -36,7 +43,7 @@ __all__ = [
 SERIES_BUCKETS = 200
 
 _ARM_COLOURS = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be123c")
-_VERDICT_COLOURS = {
+VERDICT_COLOURS = {
     "regression": "#b91c1c",
     "improvement": "#15803d",
     "no change": "#4b5563",
@@ -44,24 +51,24 @@ _VERDICT_COLOURS = {
 }
 
 
-def _e(value: object) -> str:
+def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _f(x: float) -> str:
+def num(x: float) -> str:
     """An SVG coordinate."""
     return f"{x:.1f}"
 
 
-def _svg(width: int, height: int, label: str, body: Sequence[str]) -> str:
+def frame(width: int, height: int, label: str, body: Sequence[str]) -> str:
     return (
         f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_e(label)}">' + "".join(body) + "</svg>"
+        f'aria-label="{esc(label)}">' + "".join(body) + "</svg>"
     )
 
 
-def _text(x: float, y: float, text: str, *, anchor: str = "middle") -> str:
-    return f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}">{_e(text)}</text>'
+def text_at(x: float, y: float, text: str, *, anchor: str = "middle") -> str:
+    return f'<text x="{num(x)}" y="{num(y)}" text-anchor="{anchor}">{esc(text)}</text>'
 
 
 def axes_with_zero(
@@ -70,10 +77,10 @@ def axes_with_zero(
     """A plot's two axes (left and bottom, the plot spanning ``top``..``base``) and a dashed
     line at the value 0 (``zero_y``), for charts of effects that may be either sign."""
     return [
-        f'<line x1="{_f(left)}" y1="{_f(base)}" x2="{_f(width - right)}" y2="{_f(base)}" '
+        f'<line x1="{num(left)}" y1="{num(base)}" x2="{num(width - right)}" y2="{num(base)}" '
         'stroke="#999"/>',
-        f'<line x1="{_f(left)}" y1="{_f(top)}" x2="{_f(left)}" y2="{_f(base)}" stroke="#999"/>',
-        f'<line x1="{_f(left)}" y1="{_f(zero_y)}" x2="{_f(width - right)}" y2="{_f(zero_y)}" '
+        f'<line x1="{num(left)}" y1="{num(top)}" x2="{num(left)}" y2="{num(base)}" stroke="#999"/>',
+        f'<line x1="{num(left)}" y1="{num(zero_y)}" x2="{num(width - right)}" y2="{num(zero_y)}" '
         'stroke="#999" stroke-dasharray="4 3"/>',
     ]
 
@@ -83,7 +90,7 @@ def arm_colours(arms: Sequence[str]) -> dict[str, str]:
     return {arm: _ARM_COLOURS[i % len(_ARM_COLOURS)] for i, arm in enumerate(arms)}
 
 
-def _tick(x: float) -> str:
+def tick_at(x: float) -> str:
     """An axis label: few digits, no trailing zeros."""
     if x == 0:
         return "0"
@@ -133,37 +140,37 @@ def interval_svg(result: MetricAnalysis) -> str:
         worse = (x(theta), x(limit)) if worse_high else (x(-limit), x(-theta))
         better = (x(-limit), x(-theta)) if worse_high else (x(theta), x(limit))
         body += [
-            f'<rect x="{_f(worse[0])}" y="8" width="{_f(worse[1] - worse[0])}" height="26" '
+            f'<rect x="{num(worse[0])}" y="8" width="{num(worse[1] - worse[0])}" height="26" '
             f'fill="#fee2e2"><title>worse by more than the threshold</title></rect>',
-            f'<rect x="{_f(better[0])}" y="8" width="{_f(better[1] - better[0])}" height="26" '
+            f'<rect x="{num(better[0])}" y="8" width="{num(better[1] - better[0])}" height="26" '
             f'fill="#dcfce7"><title>better by more than the threshold</title></rect>',
-            f'<rect x="{_f(x(-theta))}" y="8" width="{_f(x(theta) - x(-theta))}" height="26" '
-            f'fill="#e5e7eb"><title>within ±{_e(_tick(theta))}{unit}: '
+            f'<rect x="{num(x(-theta))}" y="8" width="{num(x(theta) - x(-theta))}" height="26" '
+            f'fill="#e5e7eb"><title>within ±{esc(tick_at(theta))}{unit}: '
             f"smaller than what matters</title></rect>",
         ]
-    body.append(f'<line x1="{_f(x(0))}" x2="{_f(x(0))}" y1="6" y2="36" stroke="#9ca3af"/>')
+    body.append(f'<line x1="{num(x(0))}" x2="{num(x(0))}" y1="6" y2="36" stroke="#9ca3af"/>')
     for tick in axis_ticks(limit, theta, px_per_unit=(right - left) / (2 * limit)):
-        body.append(_text(x(tick), 50, f"{tick:+.3g}{unit}" if tick else "0"))
+        body.append(text_at(x(tick), 50, f"{tick:+.3g}{unit}" if tick else "0"))
     body.append(
-        _text(right - 4, 20, "worse →", anchor="end")
+        text_at(right - 4, 20, "worse →", anchor="end")
         if worse_high
-        else _text(left + 4, 20, "← worse", anchor="start")
+        else text_at(left + 4, 20, "← worse", anchor="start")
     )
-    colour = _VERDICT_COLOURS[result.verdict.label]
+    colour = VERDICT_COLOURS[result.verdict.label]
     effect_label, interval_label = effect_text(result)
     y = 27
     body += [
-        f'<line x1="{_f(x(lo))}" x2="{_f(x(hi))}" y1="{y}" y2="{y}" stroke="{colour}" '
+        f'<line x1="{num(x(lo))}" x2="{num(x(hi))}" y1="{y}" y2="{y}" stroke="{colour}" '
         f'stroke-width="3"/>',
-        f'<line x1="{_f(x(lo))}" x2="{_f(x(lo))}" y1="{y - 5}" y2="{y + 5}" '
+        f'<line x1="{num(x(lo))}" x2="{num(x(lo))}" y1="{y - 5}" y2="{y + 5}" '
         f'stroke="{colour}" stroke-width="2"/>',
-        f'<line x1="{_f(x(hi))}" x2="{_f(x(hi))}" y1="{y - 5}" y2="{y + 5}" '
+        f'<line x1="{num(x(hi))}" x2="{num(x(hi))}" y1="{y - 5}" y2="{y + 5}" '
         f'stroke="{colour}" stroke-width="2"/>',
-        f'<circle cx="{_f(x(effect))}" cy="{y}" r="5" fill="{colour}"><title>'
-        f"effect {_e(effect_label)}, interval {_e(interval_label)}</title></circle>",
+        f'<circle cx="{num(x(effect))}" cy="{y}" r="5" fill="{colour}"><title>'
+        f"effect {esc(effect_label)}, interval {esc(interval_label)}</title></circle>",
     ]
     label = f"{result.metric}: effect {effect_label} with interval {interval_label}"
-    return _svg(width, height, label, body)
+    return frame(width, height, label, body)
 
 
 # --- per-trial values ------------------------------------------------------------------------
@@ -201,9 +208,9 @@ def trials_svg(trials: MetricTrials, colours: dict[str, str]) -> str:
     body = []
     for tick in (bottom + pad, (top + bottom) / 2, top - pad):
         body += [
-            f'<line x1="{left}" x2="{width - 10}" y1="{_f(y(tick))}" y2="{_f(y(tick))}" '
+            f'<line x1="{left}" x2="{width - 10}" y1="{num(y(tick))}" y2="{num(y(tick))}" '
             f'stroke="#e5e7eb"/>',
-            _text(left - 6, y(tick) + 4, _tick(tick), anchor="end"),
+            text_at(left - 6, y(tick) + 4, tick_at(tick), anchor="end"),
         ]
     arms = list(trials.by_arm)
     offset = {arm: (i - (len(arms) - 1) / 2) * 7 for i, arm in enumerate(arms)}
@@ -219,19 +226,19 @@ def trials_svg(trials: MetricTrials, colours: dict[str, str]) -> str:
             if math.isfinite(v.value)
         ]
         if len(points) > 1:
-            path = " ".join(f"{_f(px)},{_f(py)}" for px, py, _, _ in points)
+            path = " ".join(f"{num(px)},{num(py)}" for px, py, _, _ in points)
             body.append(f'<polyline points="{path}" fill="none" stroke="#9ca3af"/>')
         for px, py, arm, v in points:
             body.append(
-                f'<circle cx="{_f(px)}" cy="{_f(py)}" r="4" fill="{colours.get(arm, "#000")}">'
-                f"<title>trial {_e(trial_name(label))}, {_e(arm)}: {_e(number_text(v.value))}"
+                f'<circle cx="{num(px)}" cy="{num(py)}" r="4" fill="{colours.get(arm, "#000")}">'
+                f"<title>trial {esc(trial_name(label))}, {esc(arm)}: {esc(number_text(v.value))}"
                 f" ({v.rows} rows)</title></circle>"
             )
         if i % every == 0:
-            body.append(_text(x(i), top_px + plot_h + 16, trial_name(label)))
-    body.append(_text(left, 12, "per-trial mean", anchor="start"))
-    body += _legend(arms, colours, width)
-    return _svg(width, height, f"{trials.metric}: per-trial values", body)
+            body.append(text_at(x(i), top_px + plot_h + 16, trial_name(label)))
+    body.append(text_at(left, 12, "per-trial mean", anchor="start"))
+    body += legend(arms, colours, width)
+    return frame(width, height, f"{trials.metric}: per-trial values", body)
 
 
 def trial_name(label: object) -> str:
@@ -239,13 +246,13 @@ def trial_name(label: object) -> str:
     return "all" if label is None else str(label)
 
 
-def _legend(arms: Sequence[str], colours: dict[str, str], width: int) -> list[str]:
+def legend(arms: Sequence[str], colours: dict[str, str], width: int) -> list[str]:
     body = []
     x = width - 14
     for arm in reversed(arms):
-        body.append(_text(x, 12, arm, anchor="end"))
+        body.append(text_at(x, 12, arm, anchor="end"))
         x -= 8 + 7 * len(arm)
-        body.append(f'<circle cx="{_f(x)}" cy="8" r="4" fill="{colours.get(arm, "#000")}"/>')
+        body.append(f'<circle cx="{num(x)}" cy="8" r="4" fill="{colours.get(arm, "#000")}"/>')
         x -= 14
     return body
 
@@ -301,12 +308,12 @@ def series_svg(
     body = []
     for tick in np.linspace(low, high, 4):
         body += [
-            f'<line x1="{left}" x2="{right}" y1="{_f(y(tick))}" y2="{_f(y(tick))}" '
+            f'<line x1="{left}" x2="{right}" y1="{num(y(tick))}" y2="{num(y(tick))}" '
             f'stroke="#e5e7eb"/>',
-            _text(left - 6, y(tick) + 4, _tick(float(tick)), anchor="end"),
+            text_at(left - 6, y(tick) + 4, tick_at(float(tick)), anchor="end"),
         ]
     for tick in np.linspace(start, end, 5):
-        body.append(_text(x(tick), top + plot_h + 16, f"{tick:.3g} s"))
+        body.append(text_at(x(tick), top + plot_h + 16, f"{tick:.3g} s"))
     cuts = [
         (arm, v)
         for arm, vs in trials.by_arm.items()
@@ -316,35 +323,35 @@ def series_svg(
     if cuts:
         last = max(v.cut_t_s or start for _, v in cuts)
         body += [
-            f'<rect x="{left}" y="{top}" width="{_f(x(last) - left)}" height="{plot_h}" '
+            f'<rect x="{left}" y="{top}" width="{num(x(last) - left)}" height="{plot_h}" '
             f'fill="#9ca3af" fill-opacity="0.12"><title>warm-up: cut before the analysis'
             f"</title></rect>",
-            _text(left + 4, top + 12, "warm-up (cut)", anchor="start"),
+            text_at(left + 4, top + 12, "warm-up (cut)", anchor="start"),
         ]
     for arm, points in series.items():
         colour = colours.get(arm, "#000")
-        upper = " ".join(f"{_f(x(p[0]))},{_f(y(p[3]))}" for p in points)
-        lower = " ".join(f"{_f(x(p[0]))},{_f(y(p[1]))}" for p in reversed(points))
-        median = " ".join(f"{_f(x(p[0]))},{_f(y(p[2]))}" for p in points)
+        upper = " ".join(f"{num(x(p[0]))},{num(y(p[3]))}" for p in points)
+        lower = " ".join(f"{num(x(p[0]))},{num(y(p[1]))}" for p in reversed(points))
+        median = " ".join(f"{num(x(p[0]))},{num(y(p[2]))}" for p in points)
         body += [
             f'<polygon points="{upper} {lower}" fill="{colour}" fill-opacity="0.15" '
             f'stroke="none"/>',
             f'<polyline points="{median}" fill="none" stroke="{colour}" stroke-width="1.5">'
-            f"<title>{_e(arm)}: median per bucket</title></polyline>",
+            f"<title>{esc(arm)}: median per bucket</title></polyline>",
         ]
     for arm, v in cuts:
-        cx = _f(x(v.cut_t_s or start))
+        cx = num(x(v.cut_t_s or start))
         body.append(
             f'<line x1="{cx}" x2="{cx}" y1="{top}" y2="{top + plot_h}" '
             f'stroke="{colours.get(arm, "#000")}" stroke-dasharray="4 3" stroke-width="1.2">'
-            f"<title>trial {_e(trial_name(v.trial))}, {_e(arm)}: warm-up cut at "
+            f"<title>trial {esc(trial_name(v.trial))}, {esc(arm)}: warm-up cut at "
             f"{v.cut_t_s:.3g} s ({v.rows_cut} rows)</title></line>"
         )
-    body.append(_text(left, 12, f"{trials.metric} over batch time", anchor="start"))
-    body += _legend(list(series), colours, width)
-    svg = _svg(width, height, f"{trials.metric} over time per arm", body)
+    body.append(text_at(left, 12, f"{trials.metric} over batch time", anchor="start"))
+    body += legend(list(series), colours, width)
+    svg = frame(width, height, f"{trials.metric} over time per arm", body)
     caption = (
-        f"{_e(trials.metric)} over the time within each batch, all trials and batches pooled: "
+        f"{esc(trials.metric)} over the time within each batch, all trials and batches pooled: "
         f"the line is the median of each {width_s * 1000:.3g} ms bucket, the band its 25th "
         f"to 75th percentile. "
     )

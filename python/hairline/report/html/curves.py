@@ -8,7 +8,14 @@ import math
 from collections.abc import Sequence
 
 from hairline.report.context import CapacityCurve, ExperimentReport, arm_capacities, capacity_text
-from hairline.report.html.charts import _e, _f, _legend, _svg, _text, _tick
+from hairline.report.html.charts import (
+    esc,
+    frame,
+    legend,
+    num,
+    text_at,
+    tick_at,
+)
 
 __all__ = ["capacity_section", "curves_svg"]
 
@@ -36,25 +43,27 @@ def curves_svg(curves: Sequence[CapacityCurve], colours: dict[str, str]) -> str:
 
     base = _TOP + plot_h
     body = [
-        f'<line x1="{_LEFT}" y1="{_f(base)}" x2="{_W - _RIGHT}" y2="{_f(base)}" stroke="#999"/>',
-        f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_f(base)}" stroke="#999"/>',
-        f'<line x1="{_LEFT}" y1="{_f(y(slo))}" x2="{_W - _RIGHT}" y2="{_f(y(slo))}" '
+        f'<line x1="{_LEFT}" y1="{num(base)}" x2="{_W - _RIGHT}" y2="{num(base)}" stroke="#999"/>',
+        f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{num(base)}" stroke="#999"/>',
+        f'<line x1="{_LEFT}" y1="{num(y(slo))}" x2="{_W - _RIGHT}" y2="{num(y(slo))}" '
         'stroke="#b91c1c" stroke-dasharray="4 3"/>',
-        _text(_W - _RIGHT, y(slo) - 4, f"SLO p99 {_tick(slo)} ms", anchor="end"),
-        _text(_LEFT + plot_w / 2, _H - 6, "offered rate (requests/s)"),
-        _text(12, _TOP - 8, "p99 (ms)", anchor="start"),
+        text_at(_W - _RIGHT, y(slo) - 4, f"SLO p99 {tick_at(slo)} ms", anchor="end"),
+        text_at(_LEFT + plot_w / 2, _H - 6, "offered rate (requests/s)"),
+        text_at(12, _TOP - 8, "p99 (ms)", anchor="start"),
     ]
     for i in range(5):
         rate = rate_max * i / 4
-        body.append(_text(x(rate), base + 16, _tick(rate)))
+        body.append(text_at(x(rate), base + 16, tick_at(rate)))
     for exponent in range(math.ceil(low), math.floor(high) + 1):
-        body.append(_text(_LEFT - 6, y(10.0**exponent) + 4, _tick(10.0**exponent), anchor="end"))
+        body.append(
+            text_at(_LEFT - 6, y(10.0**exponent) + 4, tick_at(10.0**exponent), anchor="end")
+        )
     for curve, point in points:
         colour = colours.get(curve.arm, "#000")
         fill = colour if point.passed else "none"
         body.append(
-            f'<circle cx="{_f(x(point.rate_per_s))}" cy="{_f(y(point.p99_ms))}" r="3" '
-            f'fill="{fill}" stroke="{colour}"><title>{_e(curve.arm)}: '
+            f'<circle cx="{num(x(point.rate_per_s))}" cy="{num(y(point.p99_ms))}" r="3" '
+            f'fill="{fill}" stroke="{colour}"><title>{esc(curve.arm)}: '
             f"{point.rate_per_s:,.0f}/s for {point.duration_s:g} s, p99 {point.p99_ms:.3g} ms"
             "</title></circle>"
         )
@@ -63,14 +72,14 @@ def curves_svg(curves: Sequence[CapacityCurve], colours: dict[str, str]) -> str:
             colour = colours.get(curve.arm, "#000")
             kx = x(curve.max_rate_per_s)
             body.append(
-                f'<line x1="{_f(kx)}" y1="{_TOP}" x2="{_f(kx)}" y2="{_f(base)}" '
-                f'stroke="{colour}" stroke-opacity="0.35"><title>{_e(curve.arm)} knee, trial '
+                f'<line x1="{num(kx)}" y1="{_TOP}" x2="{num(kx)}" y2="{num(base)}" '
+                f'stroke="{colour}" stroke-opacity="0.35"><title>{esc(curve.arm)} knee, trial '
                 f"{curve.trial + 1} batch {curve.batch + 1}: {curve.max_rate_per_s:,.0f}/s"
                 "</title></line>"
             )
     arms = list(dict.fromkeys(c.arm for c in curves))
-    body += _legend(arms, colours, _W)
-    return _svg(_W, _H, "p99 latency against offered rate, per arm", body)
+    body += legend(arms, colours, _W)
+    return frame(_W, _H, "p99 latency against offered rate, per arm", body)
 
 
 def capacity_section(report: ExperimentReport, colours: dict[str, str]) -> list[str]:
@@ -78,7 +87,7 @@ def capacity_section(report: ExperimentReport, colours: dict[str, str]) -> list[
     if not report.curves:
         return []
     items = "".join(
-        f"<li><b>{_e(c.arm)}</b>: {_e(capacity_text(c))}</li>" for c in arm_capacities(report)
+        f"<li><b>{esc(c.arm)}</b>: {esc(capacity_text(c))}</li>" for c in arm_capacities(report)
     )
     return [
         '<section id="capacity"><h2>Capacity: latency against throughput</h2>',

@@ -1,0 +1,235 @@
+"""A Kraken test file: the servers under test and how the test moves (``[test]``), the load
+balancer (``[lb]``), the users' steady traffic (``[traffic]``) and the health file it names
+(docs/kraken.md). Both files are checked in one round: every problem by file, line and field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from hairline.config.sections import TomlModel
+from hairline.config.tomlcheck import Problems, Report, read_toml
+from hairline.kraken.control import Policy
+from hairline.kraken.health import HealthMetric, Level, check_health_file
+
+__all__ = ["KrakenTest", "LbTable", "TestTable", "TrafficTable", "load_kraken_file"]
+
+_STEP_LEVELS = (Level.BOLD, Level.MODERATE, Level.CAUTIOUS)
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def _default_steps() -> dict[str, float]:
+    return {level.name: step for level, step in Policy().steps.items()}
+
+
+class TestTable(TomlModel):
+    """``[test]``. ``kind = "cluster"`` measures the servers as one; ``"server"`` each
+    server's capacity by its queueing delay reaching ``queue_limit_ms`` (Kraken 5.1.1).
+    ``steps`` are shares of all traffic (0.15 for 15 points) per level below NOMORE.
+    ``per_server_capacity_per_s``: a server's capacity from an earlier server test, for the
+    theoretical cluster capacity (that times the servers); without it the test measures it."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    kind: Literal["cluster", "server"] = "cluster"
+    servers: tuple[str, ...] = Field(min_length=1)
+    control_interval_s: float = Field(default=2.0, gt=0)
+    sample_interval_s: float = Field(default=0.5, gt=0)
+    max_duration_s: float = Field(default=300.0, gt=0)
+    start_share: float | None = Field(default=None, ge=0, le=1)
+    hold_intervals: int = Field(default=3, ge=1)
+    max_backoffs: int = Field(default=2, ge=1)
+    steps: dict[str, float] = Field(default_factory=_default_steps)
+    near_step: float = Field(default=0.01, gt=0, le=1)
+    near_fraction: float = Field(default=0.10, ge=0, lt=1)
+    queue_limit_ms: float = Field(default=20.0, gt=0)
+    per_server_capacity_per_s: float | None = Field(default=None, gt=0)
+
+
+class LbTable(TomlModel):
+    """``[lb]``: HAProxy's admin socket (``--local-fleet`` fills it in) and the backend
+    whose servers' weights the test moves."""
+
+    kind: Literal["haproxy"] = "haproxy"
+    socket: str | None = Field(default=None, min_length=1)
+    backend: str = Field(min_length=1)
+
+
+class TrafficTable(TomlModel):
+    """``[traffic]``: the users' steady traffic the engine sends through the load balancer
+    (``url``, its frontend; ``--local-fleet`` fills it in); without ``trace``, the bundled
+    sample trace."""
+
+    rate_per_s: float = Field(gt=0)
+    trace: str | None = Field(default=None, min_length=1)
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError(
+                f"{value!r} is not an http:// address: write the frontend's, e.g. http://10.0.0.1:8080"
+            )
+        return value
+
+
+class _KrakenFile(TomlModel):
+    health: str = Field(min_length=1)
+    test: TestTable
+    lb: LbTable
+    traffic: TrafficTable
+
+
+@dataclass(frozen=True)
+class KrakenTest:
+    """A checked Kraken test file; ``lb.socket``, ``traffic.trace`` and ``health_path`` are
+    absolute (relative ones are taken from the file's folder)."""
+
+    path: Path
+    test: TestTable
+    lb: LbTable
+    traffic: TrafficTable
+    health_path: Path
+    health: tuple[HealthMetric, ...]
+
+    def policy(self, *, max_share: float = 1.0) -> Policy:
+        """How the share moves, from ``[test]``."""
+        t = self.test
+        return Policy(
+            steps={level: t.steps[level.name] for level in _STEP_LEVELS},
+            near_step=t.near_step,
+            near_fraction=t.near_fraction,
+            hold_intervals=t.hold_intervals,
+            max_backoffs=t.max_backoffs,
+            max_share=max_share,
+        )
+
+
+_HINT = 'fix each line above; docs/kraken.md describes both files ("Health metrics" the second)'
+
+
+def load_kraken_file(path: Path) -> KrakenTest:
+    """Read and check a Kraken test file and its health file; a :class:`ConfigError` lists
+    every problem of both at once."""
+    problems = Problems()
+    text, data = read_toml(path, problems)
+    if problems:
+        problems.raise_if_any(path, _HINT)
+    here = path.parent.resolve()
+    health_path: Path | None = None
+    health: tuple[HealthMetric, ...] = ()
+    if isinstance(data.get("health"), str) and data["health"]:
+        health_path = here / data["health"]
+        health = check_health_file(health_path, problems, field="health")
+    try:
+        parsed = _KrakenFile.model_validate(data)
+    except ValidationError as err:
+        problems.validation(path, text, err, _known_fields)
+        problems.raise_if_any(path, _HINT)
+        raise AssertionError("a validation error is a problem") from err
+
+    def report(loc: tuple[str, ...], message: str, fix: str) -> None:
+        problems.at(path, text, loc, message, fix)
+
+    test = _check_test(parsed.test, report)
+    if health_path is not None and health:
+        _check_health(health, test, path.name, health_path, problems)
+    trace = parsed.traffic.trace
+    if trace is not None and not (here / trace).is_file():
+        report(
+            ("traffic", "trace"),
+            f"no such file {here / trace}",
+            "give a trace file (hairline trace import), or remove it for the sample trace",
+        )
+    problems.raise_if_any(path, _HINT)
+    assert health_path is not None
+    return KrakenTest(
+        path=path.resolve(),
+        test=test,
+        lb=parsed.lb.model_copy(
+            update={"socket": str(here / parsed.lb.socket) if parsed.lb.socket else None}
+        ),
+        traffic=parsed.traffic.model_copy(
+            update={"trace": str(here / trace) if trace is not None else None}
+        ),
+        health_path=health_path.resolve(),
+        health=health,
+    )
+
+
+def _check_health(
+    health: tuple[HealthMetric, ...], test: TestTable, name: str, path: Path, problems: Problems
+) -> None:
+    """The health metrics' rules that depend on the test: servers named, windows long
+    enough to hold a sample."""
+    text = path.read_text()
+    for metric in health:
+        if metric.server is not None and metric.server not in test.servers:
+            problems.at(
+                path,
+                text,
+                ("metric", metric.name, "entity"),
+                f"{metric.server!r} is not a server under test",
+                f"use one of {', '.join(dict.fromkeys(test.servers))} ([test] servers of {name})",
+            )
+        if metric.time_window_s < test.sample_interval_s:
+            problems.at(
+                path,
+                text,
+                ("metric", metric.name, "time_window"),
+                f"{metric.time_window_s:g} s is shorter than one sample "
+                f"({test.sample_interval_s:g} s, [test] sample_interval_s of {name}): "
+                "its window would hold no samples",
+                f"make it at least {test.sample_interval_s:g} s",
+            )
+
+
+def _check_test(test: TestTable, report: Report) -> TestTable:
+    """``[test]``'s rules across fields; ``steps`` completed with the defaults."""
+    for server in test.servers:
+        if not _SERVER_NAME.match(server):
+            report(
+                ("test", "servers"),
+                f"{server!r} is not a server name",
+                "use the backend's server names as HAProxy shows them",
+            )
+    doubled = sorted({s for s in test.servers if test.servers.count(s) > 1})
+    if doubled:
+        report(("test", "servers"), f"{', '.join(doubled)} named twice", "name each server once")
+    names = [level.name for level in _STEP_LEVELS]
+    for name, step in test.steps.items():
+        if name not in names:
+            report(
+                ("test", "steps", name),
+                f"no step for level {name!r}",
+                f"steps are for {', '.join(names)} (NOMORE holds, BACKOFF steps back)",
+            )
+        elif not 0 < step <= 1:
+            report(
+                ("test", "steps", name),
+                f"{step} is not a share of traffic in (0, 1]",
+                "write 0.15 for 15 points of all traffic",
+            )
+    if test.control_interval_s < test.sample_interval_s:
+        report(
+            ("test", "control_interval_s"),
+            f"{test.control_interval_s:g} s is shorter than sample_interval_s "
+            f"({test.sample_interval_s:g} s)",
+            "decide at most once per sample: raise control_interval_s",
+        )
+    return test.model_copy(update={"steps": {**_default_steps(), **test.steps}})
+
+
+def _known_fields(table: tuple[str, ...]) -> list[str]:
+    tables: dict[tuple[str, ...], type[TomlModel]] = {
+        ("test",): TestTable,
+        ("lb",): LbTable,
+        ("traffic",): TrafficTable,
+    }
+    return list(tables.get(table, _KrakenFile).model_fields)

@@ -1,0 +1,118 @@
+"""The weight watchdog on a real HAProxy: it restores the original weights when its
+controller dies (SIGKILL) or goes silent, and leaves them alone after ``done``."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import live_processes_with
+from hairline.kraken.fleet import LocalFleet
+from hairline.kraken.watchdog import Watchdog
+from hairline.lb.haproxy import HAProxyRuntime
+
+SHIFTED = {"web1": 200, "web2": 200, "web3": 200, "web4": 200, "rest": 1}
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float) -> float:
+    """Seconds until ``condition()`` held; fails after ``timeout_s``."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout_s:
+            pytest.fail(f"not within {timeout_s} s")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+@pytest.fixture
+def lb(kraken_fleet: LocalFleet) -> Iterator[HAProxyRuntime]:
+    runtime = HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend)
+    yield runtime
+    runtime.set_weights(kraken_fleet.original_weights)
+    assert not live_processes_with("hairline.kraken.watchdog")
+
+
+def test_done_leaves_the_weights_to_the_controller(
+    lb: HAProxyRuntime, kraken_fleet: LocalFleet, tmp_path: Path
+) -> None:
+    """False failure: about 1e-6: the few socket commands between beat and done must take under the
+    5 s silence."""
+    log = tmp_path / "watchdog.log"
+    original = lb.weights()
+    with Watchdog(lb.socket_path, lb.backend, original, silence_s=5, log_path=log) as dog:
+        lb.set_weights(SHIFTED)
+        dog.beat()
+        lb.set_weights({"web1": 33})  # as if the controller restored something else
+        dog.done()
+    assert lb.weights()["web1"] == 33
+    assert "restored the weights itself" in log.read_text()
+
+
+def test_a_silent_controller_gets_its_weights_restored(
+    lb: HAProxyRuntime, kraken_fleet: LocalFleet, tmp_path: Path
+) -> None:
+    """False failure: under 1e-3 (not measured): the restore after 0.5 s of silence must come within
+    1.5 s, a second of margin for one watchdog poll and one HAProxy command, where the longest
+    pauses recorded on this machine are 33 to 46 ms (bench/RESULTS.md)."""
+    log = tmp_path / "watchdog.log"
+    original = lb.weights()
+    with Watchdog(lb.socket_path, lb.backend, original, silence_s=0.5, log_path=log) as dog:
+        lb.set_weights(SHIFTED)
+        took_s = wait_for(lambda: lb.weights() == original, timeout_s=3)
+        assert took_s < 1.5
+        with pytest.raises(Exception, match="watchdog is gone"):
+            time.sleep(0.2)
+            dog.beat()
+    assert "no heartbeat for 0.5 s: restoring" in log.read_text()
+
+
+_CONTROLLER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from hairline.lb.haproxy import HAProxyRuntime
+    from hairline.kraken.watchdog import Watchdog
+    lb = HAProxyRuntime(Path(sys.argv[1]), "web")
+    original = lb.weights()
+    with Watchdog(lb.socket_path, "web", original, silence_s=30, log_path=Path(sys.argv[2])):
+        lb.set_weights(json.loads(sys.argv[3]))
+        print("shifted", flush=True)
+        time.sleep(60)
+    """
+)
+
+
+def test_sigkill_of_the_controller_restores_the_weights_at_once(
+    lb: HAProxyRuntime, kraken_fleet: LocalFleet, tmp_path: Path
+) -> None:
+    """False failure: under 1e-4 (not measured): the pipe closes with the killed process and the
+    restore is one HAProxy command, milliseconds against the bound of 2 s."""
+    import json
+
+    log = tmp_path / "watchdog.log"
+    original = lb.weights()
+    controller = subprocess.Popen(
+        [sys.executable, "-c", _CONTROLLER, str(lb.socket_path), str(log), json.dumps(SHIFTED)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert controller.stdout is not None
+    assert controller.stdout.readline().strip() == "shifted"
+    assert lb.weights() == SHIFTED
+    controller.send_signal(signal.SIGKILL)
+    controller.wait()
+    controller.stdout.close()
+    # The pipe closes with the process: no need to wait out the silence (30 s here).
+    took_s = wait_for(lambda: lb.weights() == original, timeout_s=5)
+    assert took_s < 2
+    wait_for(lambda: not live_processes_with("hairline.kraken.watchdog"), timeout_s=5)
+    text = log.read_text()
+    assert "pipe closed without 'done': restoring" in text
+    assert "restored the original weights" in text
