@@ -1,7 +1,9 @@
-"""docs/ARCHITECTURE.md names every module: a file added without a row fails here."""
+"""docs/ARCHITECTURE.md names every module and what each imports: a file added without a row, or an
+import the row does not list, fails here."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -42,3 +44,44 @@ def test_no_row_names_a_file_that_is_gone() -> None:
     rows = re.findall(r"^\| `([a-z_/]+\.py)` \|", DOC, flags=re.MULTILINE)
     gone = [r for r in rows if not (package / r).exists()]
     assert gone == []
+
+
+def imported_modules(path: Path, package: Path) -> set[str]:
+    """The hairline modules a file imports, as the table writes them (``lab.analysis``;
+    ``config`` for a name from a package's ``__init__``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hairline"):
+            module = (node.module or "").removeprefix("hairline").removeprefix(".")
+            for alias in node.names:
+                if not module:
+                    found.update(set() if alias.name == "__version__" else {alias.name})
+                elif (package / module.replace(".", "/") / f"{alias.name}.py").exists():
+                    found.add(f"{module}.{alias.name}")
+                else:
+                    found.add(module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("hairline.") for a in node.names
+                         if a.name.startswith("hairline."))  # fmt: skip
+    own = path.relative_to(package).with_suffix("").as_posix().replace("/", ".")
+    return found - {own}
+
+
+def covers(listed: str, module: str) -> bool:
+    """``lab`` covers ``lab.analysis``; ``routing.*`` covers every module of routing."""
+    stem = listed.removesuffix(".*")
+    return module == stem or module.startswith(stem + ".")
+
+
+def test_each_rows_imports_column_is_what_the_file_imports() -> None:
+    package = ROOT / "python" / "hairline"
+    rows = re.findall(r"^\| `([a-z_/]+\.py)` \|.*\| ([^|]*) \|$", DOC, flags=re.MULTILINE)
+    wrong = []
+    for name, column in rows:
+        listed = set() if "nothing" in column else set(re.findall(r"`([a-z_.*]+)`", column))
+        actual = imported_modules(package / name, package)
+        missing = sorted(m for m in actual if not any(covers(entry, m) for entry in listed))
+        unused = sorted(e for e in listed if not any(covers(e, m) for m in actual))
+        if missing or unused:
+            wrong.append(f"{name}: add {missing}, remove {unused}")
+    assert wrong == [], "docs/ARCHITECTURE.md's imports column:\n" + "\n".join(wrong)
