@@ -11,9 +11,17 @@
     ├── NodeLost             a foreground agent's Ray node stopped by itself
     └── LoadBalancerError    a load balancer's runtime API could not be reached or refused
 
-The CLI prints these without a traceback and exits with status 2. Anything else is a bug.
-Control flow inside the lab (a lost lease, a cancel, a trial left out) is not in this
-family: those are plain exceptions of the modules that raise and catch them.
+The CLI prints these without a traceback and exits with status 2. Anything else is a bug,
+except control flow inside the lab, a family of its own that never reaches the user as an
+error (each is caught by the lab layer that owns the decision):
+
+    LabSignal
+    ├── TrialLeftOut         a trial's batch was spoiled in every attempt
+    ├── HeadUnreachable      the Ray head does not answer
+    ├── HostLost             a host of the batch stopped answering
+    ├── HostTakenMeanwhile   a host read free was taken by another allocation
+    ├── LeaseLost            another processor holds the experiment's lease
+    └── Cancelled            ``hairline cancel`` asked the experiment to stop
 """
 
 from __future__ import annotations
@@ -24,14 +32,21 @@ __all__ = [
     "ArmFailed",
     "BuildFailed",
     "CalibrationFailed",
+    "Cancelled",
     "ConfigError",
     "DataError",
     "EngineError",
     "HairlineError",
+    "HeadUnreachable",
+    "HostLost",
+    "HostTakenMeanwhile",
     "HostsUnavailable",
+    "LabSignal",
+    "LeaseLost",
     "LoadBalancerError",
     "NodeLost",
     "Problem",
+    "TrialLeftOut",
 ]
 
 
@@ -104,3 +119,51 @@ class NodeLost(HairlineError):
 class LoadBalancerError(HairlineError):
     """A load balancer's runtime API (HAProxy's admin socket) could not be reached, or it
     refused a command; the hint names the socket and what to check."""
+
+
+class LabSignal(Exception):
+    """Control flow between the lab's layers, never a problem for the user to fix: raised
+    where the fact is found, caught where the decision is made."""
+
+
+class TrialLeftOut(LabSignal):
+    """A trial's batch was spoiled in every attempt; the trial is left out of the analysis
+    with this reason (the experiment goes on)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class HeadUnreachable(LabSignal):
+    """The Ray head does not answer: the batch is failed, the trial goes back to pending,
+    and the experiment waits for a head (the next `hairline run` / `lab process`)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class HostLost(LabSignal):
+    """The host ``index`` of the batch (``name``) stopped answering: its node died, its
+    actor died, or a call timed out. The trial is run again elsewhere."""
+
+    def __init__(self, index: int, name: str, reason: str) -> None:
+        super().__init__(f"host {name} lost: {reason}")
+        self.index = index
+        self.name = name
+        self.reason = reason
+
+
+class HostTakenMeanwhile(LabSignal):
+    """Hosts read free were taken by another allocation before this one's update: the
+    transaction rolls back, so that no host of this attempt stays taken, and the
+    experiment waits (or tries again)."""
+
+
+class LeaseLost(LabSignal):
+    """This processor no longer holds the experiment's lease; another one has it."""
+
+
+class Cancelled(LabSignal):
+    """``hairline cancel`` asked this experiment to stop; raised at the next safe point."""

@@ -37,7 +37,7 @@ from typing import Any
 from hairline.arms.cgroup import cgroup_name, sweep
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.config import ArmConfig, ServiceConfig, start_command
-from hairline.errors import HairlineError
+from hairline.errors import HairlineError, HostLost
 
 __all__ = [
     "AGENT_HOME_VARIABLE",
@@ -56,17 +56,6 @@ _CALL_TIMEOUT_S = 20.0
 _PING_INTERVAL_S = 2.0
 # The most of an arm's log brought back to the processor's runs folder.
 _LOG_TAIL_BYTES = 256 * 1024
-
-
-class HostLost(Exception):
-    """The host ``index`` of the batch (``name``) stopped answering: its node died, its
-    actor died, or a call timed out. The trial is run again elsewhere."""
-
-    def __init__(self, index: int, name: str, reason: str) -> None:
-        super().__init__(f"host {name} lost: {reason}")
-        self.index = index
-        self.name = name
-        self.reason = reason
 
 
 @dataclass(frozen=True)

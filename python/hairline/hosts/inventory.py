@@ -41,7 +41,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, or_, select
 
 from hairline.config import ExperimentConfig
-from hairline.errors import HostsUnavailable
+from hairline.errors import HostsUnavailable, HostTakenMeanwhile
 from hairline.hosts.counts import ClassCounts, cached_counts, class_counts, count_taken
 from hairline.hosts.factors import cov_by_fact
 from hairline.hosts.facts import probe_facts
@@ -284,7 +284,7 @@ def allocate(
                 )  # fmt: skip
         except _Stale:
             continue
-        except _TakenMeanwhile:
+        except HostTakenMeanwhile:
             break
     return Waiting("another experiment took a host at the same moment")
 
@@ -298,11 +298,6 @@ def _counts_now(connection: Connection, store: Store, backend: str, now: float) 
 class _Stale(Exception):
     """The class counts (up to a second old) gave a choice that failed: the transaction
     rolls back, and the choice is made again from counts read now."""
-
-
-class _TakenMeanwhile(Exception):
-    """Hosts counted free just now were taken by another allocation: the transaction
-    rolls back, and the experiment waits."""
 
 
 def _allocate(
@@ -355,7 +350,7 @@ def _allocate(
         connection, choice.slots, backend, _machine(), experiment_id, team, now, lease_s
     )
     if taken is None:
-        raise _TakenMeanwhile if fresh else _Stale
+        raise HostTakenMeanwhile if fresh else _Stale
     count_taken(store, backend, choice.slots)
     count_held(store, team, len(taken))
     if recorded is None:

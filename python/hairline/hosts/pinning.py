@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from sqlalchemy import Connection, Table, bindparam, or_, select, update
 
-from hairline.errors import HostsUnavailable
+from hairline.errors import HostsUnavailable, HostTakenMeanwhile
 from hairline.hosts.quotas import (
     check_overall_quota,
     count_held,
@@ -46,11 +46,6 @@ _TAKE = (
 )  # fmt: skip
 
 
-class _TakenMeanwhile(Exception):
-    """A host read free was taken by another allocation before this one's update: the
-    transaction rolls back, so that no host of this attempt stays taken."""
-
-
 def allocate_named(
     store: Store,
     experiment_id: int,
@@ -70,7 +65,7 @@ def allocate_named(
     try:
         with store.engine.begin() as connection:
             return _allocate(connection, store, experiment_id, team, names, now, lease_s, backend)
-    except _TakenMeanwhile:
+    except HostTakenMeanwhile:
         return "another experiment took a pinned host at the same moment"
 
 
@@ -130,7 +125,7 @@ def _allocate(
               "e_team": team, "until": now + lease_s}  # fmt: skip
     taken = {r.id: r for r in connection.execute(_TAKE, params)}
     if len(taken) < len(picked):
-        raise _TakenMeanwhile
+        raise HostTakenMeanwhile
     count_held(store, team, len(taken))
     if recorded is None:
         record_region(connection, experiment_id, region)

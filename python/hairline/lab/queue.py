@@ -34,7 +34,7 @@ from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from hairline.config import ExperimentConfig
-from hairline.errors import HairlineError
+from hairline.errors import Cancelled, HairlineError, LeaseLost
 from hairline.hosts.fairness import Waiter, claim_order
 from hairline.hosts.inventory import release_hosts
 from hairline.hosts.quotas import team_usage
@@ -66,15 +66,6 @@ __all__ = [
 ]
 
 Clock = Callable[[], float]
-
-
-class LeaseLost(Exception):
-    """This processor no longer holds the experiment's lease; another one has it. Control
-    flow inside the lab, not a problem for the user to fix."""
-
-
-class Cancelled(Exception):
-    """``hairline cancel`` asked this experiment to stop; raised at the next safe point."""
 
 
 def require_experiment(session: Session, store: Store, experiment_id: int) -> Experiment:

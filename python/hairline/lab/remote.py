@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from hairline import errors
 from hairline.arms.remote import HostLost
 from hairline.config import ExperimentConfig
-from hairline.errors import ConfigError, HairlineError
+from hairline.errors import ConfigError, HairlineError, HeadUnreachable
 from hairline.hosts.agent import ray_environment, resource_name
 from hairline.kit.procs import child_setup
 from hairline.lab.calibrate import Calibration, CalibrationStep
@@ -67,15 +67,6 @@ _HEAD_PROBE_INTERVAL_S = 2.0
 _EXIT_GRACE_S = 15.0
 # Consecutive failed probes of the head's port before the head counts as gone.
 _HEAD_PROBE_FAILURES = 2
-
-
-class HeadUnreachable(Exception):
-    """The Ray head does not answer: the batch is failed, the trial goes back to pending,
-    and the experiment waits for a head (the next `hairline run` / `lab process`)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def head_reachable(address: str, *, timeout_s: float = 2.0) -> bool:

@@ -36,7 +36,7 @@ from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.cpustat import read_cpu_times, steal_ms
 from hairline.collect.prometheus import Sample, scrape
 from hairline.config.isolation import IsolationConfig
-from hairline.errors import HairlineError
+from hairline.errors import HairlineError, TrialLeftOut
 from hairline.kit.jsonout import write_json
 from hairline.kit.procs import thread_pinned_to
 from hairline.lab.latency import latency_rows
@@ -58,15 +58,6 @@ __all__ = [
     "run_trial",
     "run_trials",
 ]
-
-
-class TrialLeftOut(Exception):
-    """A trial's batch was spoiled in every attempt; the trial is left out of the analysis
-    with this reason (the experiment goes on)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True)
