@@ -33,6 +33,7 @@ import pytest
 
 from hairline import engine
 from hairline.errors import EngineError
+from hairline.kit.procs import stop_process
 from hairline.store.db import Store, open_store
 
 if TYPE_CHECKING:
@@ -109,16 +110,7 @@ class SampleService:
 
     def stop(self) -> int:
         """SIGTERM, then SIGKILL if it does not exit in time; returns the exit status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        return self.proc.returncode
+        return stop_process(self.proc, grace_s=STOP_TIMEOUT_S)
 
 
 def parse_prometheus(text: str) -> dict[str, float]:

@@ -9,7 +9,6 @@ HTTP requests by the standard library, and the sample service's submission files
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from hairline.kit.procs import stop_process
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
@@ -118,13 +119,7 @@ def submission(experiment: str, *, kind: str = "ab", service: str | None = None,
 
 
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_process(proc, grace_s=timeout_s, close_stdout=False)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:

@@ -6,7 +6,6 @@ import contextlib
 import json
 import math
 import queue
-import signal
 import subprocess
 import tempfile
 import threading
@@ -25,7 +24,7 @@ from hairline.engine.run import (
     with_summary,
 )
 from hairline.errors import ConfigError, EngineError
-from hairline.kit.procs import child_setup
+from hairline.kit.procs import child_setup, stop_process
 
 _DONE = object()
 
@@ -187,13 +186,8 @@ class ControlledLoad:
         return self._stderr.read()
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        if self._proc is not None:
+            stop_process(self._proc, close_stdout=False)  # _close closes the pipes
 
     def _close(self) -> None:
         if self._proc is not None:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "child_setup",
@@ -116,17 +117,19 @@ def session_members(sid: int) -> list[tuple[int, str]]:
     return found
 
 
-_STOP_TIMEOUT_S = 5.0
-
-
-def stop_process(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM, SIGKILL after a grace period, and the pipe closed."""
+def stop_process(
+    proc: subprocess.Popen[Any], *, grace_s: float = 5.0, close_stdout: bool = True
+) -> int:
+    """SIGTERM, SIGKILL if it has not exited ``grace_s`` later, and (by default) its stdout
+    pipe closed; its exit status. A process that already exited is only reaped."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=_STOP_TIMEOUT_S)
+            proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    if proc.stdout is not None and not proc.stdout.closed:
+    if close_stdout and proc.stdout is not None and not proc.stdout.closed:
         proc.stdout.close()
+    return proc.returncode

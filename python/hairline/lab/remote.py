@@ -25,7 +25,6 @@ import ipaddress
 import json
 import os
 import selectors
-import signal
 import socket
 import subprocess
 import sys
@@ -43,7 +42,7 @@ from hairline.arms.remote import HostLost
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, HairlineError, HeadUnreachable
 from hairline.hosts.agent import ray_environment, resource_name
-from hairline.kit.procs import child_setup
+from hairline.kit.procs import child_setup, stop_process
 from hairline.lab.calibrate import Calibration, CalibrationStep
 from hairline.lab.runner import Hooks, RunPlan, TrialLeftOut
 from hairline.lab.schedule import Batch
@@ -221,14 +220,7 @@ def _stop(proc: subprocess.Popen[bytes], *, finished: bool) -> None:
     if finished:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=_EXIT_GRACE_S)
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=_STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_process(proc, grace_s=_STOP_GRACE_S, close_stdout=False)
 
 
 def _log_tail(path: Path, lines: int = 6) -> str:
