@@ -31,6 +31,7 @@ from pathlib import Path
 
 from hairline.errors import ConfigError
 from hairline.hosts.facts import HostFacts
+from hairline.kit import cpulist
 from hairline.kit.secretfiles import check_private
 
 __all__ = [
@@ -54,18 +55,15 @@ _RESOURCE_NAME = re.compile(r"[^A-Za-z0-9_]+")
 def parse_cpu_list(text: str, *, flag: str) -> tuple[int, ...]:
     """A CPU list ("0-3,8" is 0, 1, 2, 3 and 8); a :class:`ConfigError` naming ``flag``
     otherwise."""
-    cpus: set[int] = set()
     try:
-        for part in text.split(","):
-            first, _, last = part.strip().partition("-")
-            cpus.update(range(int(first), int(last or first) + 1))
+        cpus = cpulist.parse_cpu_list(text)
     except ValueError:
         raise ConfigError(
             f"{flag} {text!r} is not a CPU list", hint=f"write {flag} 2-5 or {flag} 2,3,6"
         ) from None
-    if not cpus or min(cpus) < 0:
+    if not cpus:
         raise ConfigError(f"{flag} {text!r} names no CPU", hint=f"write {flag} 2-5")
-    return tuple(sorted(cpus))
+    return cpus
 
 
 def server_type(root: Path = Path("/")) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from hairline.kit.cpulist import parse_cpu_list
+
 __all__ = ["COMPARED_FACTS", "HostFacts", "probe_facts", "similar"]
 
 UNKNOWN = "unknown"
@@ -78,17 +80,10 @@ def _read(path: Path) -> str | None:
 
 def _parse_cpu_list(text: str) -> list[int]:
     """The kernel's CPU list format ("0-3,8,10-11") to numbers; [] if malformed."""
-    cpus: list[int] = []
     try:
-        for part in text.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            first, _, last = part.partition("-")
-            cpus.extend(range(int(first), int(last or first) + 1))
+        return list(parse_cpu_list(text))
     except ValueError:
         return []
-    return cpus
 
 
 def _cpuinfo_blocks(text: str) -> dict[int, dict[str, str]]:

@@ -69,6 +69,7 @@ from hairline.hosts.similar import (
     choose,
     shared_facts,
 )
+from hairline.kit.cpulist import parse_cpu_list
 from hairline.store.db import Store
 from hairline.store.models import Host, Quota
 
@@ -403,13 +404,7 @@ def _in_arm_order(hosts: Sequence[Any], requirements: Requirements) -> list[Any]
 
 def parse_cpus(text: str) -> tuple[int, ...]:
     """A CPU list as stored ("2,3" or the kernel's "0-3,8") to numbers; () if empty."""
-    cpus: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if part:
-            first, _, last = part.partition("-")
-            cpus.extend(range(int(first), int(last or first) + 1))
-    return tuple(cpus)
+    return parse_cpu_list(text)
 
 
 def _facts(host: Any) -> dict[str, str]:
