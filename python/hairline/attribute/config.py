@@ -25,6 +25,7 @@ from hairline.attribute.design import (
 from hairline.config import ArmConfig, ExperimentConfig
 from hairline.config.sections import LoadConfig, TomlModel
 from hairline.config.tomlcheck import Problems, Report, read_model
+from hairline.kit.atomic import write_text_atomic
 from hairline.lab.files import load_named_experiment
 
 __all__ = ["AttributionSpec", "Factor", "load_attribution_file"]
@@ -160,11 +161,7 @@ def _render(template: str, treatment: Treatment, path: Path) -> Path:
     then renamed)."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     text = env.from_string(template).render(**treatment)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    partial.replace(path)
-    return path
+    return write_text_atomic(path, text)
 
 
 def level_text(level: Level) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from hairline.attribute.config import AttributionSpec
 from hairline.attribute.design import Run, run_groups
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, DataError, HairlineError
+from hairline.kit.atomic import write_text_atomic
 from hairline.lab.results import experiment_observations
 from hairline.store.db import Store
 from hairline.store.models import Experiment
@@ -134,10 +134,7 @@ def group_experiment(spec: AttributionSpec, group: Sequence[Run], folder: Path) 
 
 
 def _save(plan: Plan, folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / (PLAN_FILE + ".partial")
-    partial.write_text(json.dumps(plan.to_json(), indent=1) + "\n")
-    os.replace(partial, folder / PLAN_FILE)
+    write_text_atomic(folder / PLAN_FILE, json.dumps(plan.to_json(), indent=1) + "\n")
 
 
 def load_plan(spec: AttributionSpec, folder: Path) -> Plan:

@@ -6,11 +6,12 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from hairline.kit.atomic import atomic_path
 
 __all__ = ["to_jsonable", "write_json"]
 
@@ -36,15 +37,7 @@ def to_jsonable(obj: Any) -> Any:
 
 def write_json(path: str | os.PathLike[str], payload: Any) -> Path:
     """Write ``payload`` as JSON atomically (a reader never sees half a file)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(to_jsonable(payload), f, indent=2)
-            f.write("\n")
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
+        json.dump(to_jsonable(payload), f, indent=2)
+        f.write("\n")
+    return Path(path)

@@ -13,7 +13,6 @@ the row (and for CSV the line), so nothing downstream re-checks.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from hairline.errors import DataError
+from hairline.kit.atomic import atomic_path
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
 
 __all__ = [
@@ -263,14 +263,6 @@ def _first_true(mask: pa.ChunkedArray | pa.Array) -> int:
 
 def write_observations(path: str | os.PathLike[str], table: pa.Table) -> Path:
     """Write ``table`` as Parquet atomically: a reader never sees a half-written file."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    return Path(path)

@@ -22,13 +22,13 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from hairline.errors import DataError
+from hairline.kit.atomic import atomic_path
 
 __all__ = [
     "ENGINE_HEADERS",
@@ -465,19 +465,6 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     return parse_trace_text(text, source=str(p))
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux shows it."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def check_output_path(path: Path) -> None:
     """A :class:`DataError` unless ``path`` can be written: its folder must exist, and it must
     not be a folder. Missing folders are not made, as the engine and the recorder do not
@@ -526,16 +513,8 @@ def write_trace(
             hint="the engine cannot replay an empty trace; loosen the filter or sample",
         )
     check_output_path(p)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        # mkstemp makes the file 0600 whatever the umask; a trace is made like any file.
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line)
-                f.write("\n")
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(p) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as f:
+        for line in lines:
+            f.write(line)
+            f.write("\n")
     return p

@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from hairline.config import ArmConfig, ExperimentConfig
+from hairline.kit.atomic import write_text_atomic
 from hairline.tune.config import CONFIG_FILE_PLACEHOLDER, TuningSpec
 from hairline.tune.space import Configuration, Value
 
@@ -48,12 +49,7 @@ def render_file(spec: TuningSpec, config: Configuration, folder: Path) -> Path |
         return None
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     text = env.from_string(spec.template).render(**config)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / spec.apply.file.name
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    partial.replace(path)
-    return path
+    return write_text_atomic(folder / spec.apply.file.name, text)
 
 
 def arm_for(spec: TuningSpec, config: Configuration, folder: Path) -> ArmConfig:
