@@ -37,20 +37,18 @@ from hairline.cli._options import (
     store_options,
     wait_option,
 )
-from hairline.cli._waiting import Patience, ProgressOut, duration_text
+from hairline.cli._waiting import ProgressOut, duration_text
 from hairline.cli.experiments import emit_reports, exit_code
 from hairline.config import ExperimentConfig
+from hairline.lab.drive import DriveSettings, Outcome, drive
 from hairline.lab.files import load_experiment_file
-from hairline.lab.processor import Event, ProcessorOptions, process_experiment
-from hairline.lab.queue import enqueue, new_owner, release
-from hairline.lab.status import Standing, standing
+from hairline.lab.patience import WaitNote
+from hairline.lab.processor import Event
+from hairline.lab.queue import enqueue
+from hairline.lab.status import Standing
 from hairline.store.db import DEFAULT_HOME, Store, open_store
-from hairline.store.models import TERMINAL_PHASES
 
 __all__ = ["execute"]
-
-_RETRY_S = 2.0  # between attempts of an experiment that must wait
-_POLL_S = 1.0  # between looks at an experiment another processor runs (--no-process)
 
 
 def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -136,11 +134,6 @@ class _Display:
             self.out.print(f"[bold]{event.kind}[/]: {esc(event.message)}")
 
 
-def _mark(where: Standing) -> tuple[str, int]:
-    """What changes when the experiment moves on: its phase, or a trial ending."""
-    return where.phase, where.trials_ended
-
-
 def execute(
     config: ExperimentConfig,
     *,
@@ -196,104 +189,62 @@ def take_to_end(
     """Process a queued experiment here (or, with ``no_process``, follow the processors
     that do) until it ends; exit 3 after ``wait_s`` of waiting for hosts (0: never)."""
     shown = progress or ProgressOut(out, "text")
-    patience = Patience(wait_s)
-    if no_process:
-        if no_wait:
-            out.print(f"run `hairline status {experiment_id}` to follow it")
-            return
-        _follow(store, experiment_id, out, shown, patience, finish_with, clock)
+    if no_process and no_wait:
+        out.print(f"run `hairline status {experiment_id}` to follow it")
         return
     display = _Display(out, config)
-    options = ProcessorOptions(
-        owner=new_owner("run"), lease_s=lease_s, cpus_per_host=cpus_per_host,
-        on_event=shown.processor_event if shown.json else display, **(backend or {}),
+    settings = DriveSettings(
+        no_process=no_process, lease_s=lease_s, cpus_per_host=cpus_per_host,
+        backend=backend or {}, wait_s=wait_s, clock=clock,
     )  # fmt: skip
-    attempting = False
-    with nullcontext() if shown.json else display.progress, _sigterm_as_interrupt():
-        try:
-            while True:
-                attempting = True
-                outcome = process_experiment(store, experiment_id, options)
-                attempting = False
-                if outcome not in ("waiting", "none"):
-                    break
-                where = standing(store, experiment_id)
-                if outcome == "none" and where.phase in TERMINAL_PHASES:
-                    break
-                # "none": another processor holds it; its progress line says if it waits.
-                waits = outcome == "waiting" or where.waiting
-                now = clock()
-                note = patience.observe(
-                    now, mark=_mark(where), reason=where.progress if waits else None
-                )
-                if note is not None:
-                    shown.waiting(note, experiment=experiment_id)
-                if patience.expired(now):
-                    release(store, options.owner, experiment_id)
-                    _give_up(experiment_id, patience, now, out, shown, finish_with)
-                time.sleep(patience.sleep_s(now, _RETRY_S))
-        except KeyboardInterrupt:
-            if attempting:
-                out.print("[red]interrupted[/]: arms stopped, hosts released, experiment failed")
-            else:
-                out.print(
-                    f"[red]interrupted[/] while waiting: experiment {experiment_id} stays "
-                    f"queued (`hairline cancel {experiment_id}` drops it)"
-                )
-            raise SystemExit(EXIT_ERROR) from None
+    hooks = _Hooks(out, shown, display)
+    # Following, a SIGTERM stops only this command: it keeps its default action.
+    showing = nullcontext() if shown.json or no_process else display.progress
+    with showing, nullcontext() if no_process else _sigterm_as_interrupt():
+        outcome = drive(store, experiment_id, settings, hooks)
+    if outcome.state == "gave_up":
+        _give_up(outcome, out, shown, finish_with)
+    if outcome.state == "interrupted":
+        if outcome.attempting:
+            out.print("[red]interrupted[/]: arms stopped, hosts released, experiment failed")
+        else:
+            out.print(
+                f"[red]interrupted[/] while waiting: experiment {experiment_id} stays "
+                f"queued (`hairline cancel {experiment_id}` drops it)"
+            )
+        raise SystemExit(EXIT_ERROR)
 
 
-def _follow(
-    store: Store,
-    experiment_id: int,
-    out: Console,
-    shown: ProgressOut,
-    patience: Patience,
-    finish_with: str,
-    clock: Callable[[], float],
-) -> None:
-    """Follow an experiment the lab's processors run, until it ends or waits too long."""
-    last = ""
-    while True:
-        where = standing(store, experiment_id)
-        if where.progress != last:
-            last = where.progress
-            shown.emit("progress", experiment=experiment_id, phase=where.phase,
-                       progress=where.progress)  # fmt: skip
-            if not shown.json and not where.waiting:
-                out.print(f"[dim]{esc(where.phase)}: {esc(where.progress)}[/]")
-        if where.phase in TERMINAL_PHASES:
-            return
-        now = clock()
-        note = patience.observe(
-            now, mark=_mark(where), reason=where.progress if where.waiting else None
-        )
-        if note is not None:
-            shown.waiting(note, experiment=experiment_id)
-        if patience.expired(now):
-            _give_up(experiment_id, patience, now, out, shown, finish_with)
-        time.sleep(patience.sleep_s(now, _POLL_S))
+class _Hooks:
+    """The drive loop's events as progress lines, the batch bar or JSON events."""
+
+    def __init__(self, out: Console, shown: ProgressOut, display: _Display) -> None:
+        self.out, self.shown, self.display = out, shown, display
+
+    def processor_event(self, event: Event) -> None:
+        (self.shown.processor_event if self.shown.json else self.display)(event)
+
+    def waiting(self, note: WaitNote, *, experiment: int | None = None) -> None:
+        self.shown.waiting(note, experiment=experiment)
+
+    def followed(self, where: Standing, *, experiment: int) -> None:
+        self.shown.emit("progress", experiment=experiment, phase=where.phase,
+                        progress=where.progress)  # fmt: skip
+        if not self.shown.json and not where.waiting:
+            self.out.print(f"[dim]{esc(where.phase)}: {esc(where.progress)}[/]")
 
 
-def _give_up(
-    experiment_id: int,
-    patience: Patience,
-    now: float,
-    out: Console,
-    shown: ProgressOut,
-    finish_with: str,
-) -> NoReturn:
-    waited_s = patience.waited_s(now)
-    reason = patience.reason or "waiting"
-    shown.emit("gave_up", experiment=experiment_id, reason=reason,
-               waited_s=round(waited_s, 1), wait_s=patience.limit_s, command=finish_with,
+def _give_up(outcome: Outcome, out: Console, shown: ProgressOut, finish_with: str) -> NoReturn:
+    experiment_id = outcome.experiment_id
+    shown.emit("gave_up", experiment=experiment_id, reason=outcome.reason,
+               waited_s=round(outcome.waited_s, 1), wait_s=outcome.limit_s, command=finish_with,
                exit_status=EXIT_WAITING)  # fmt: skip
     out.print(
-        f"[bold yellow]gave up[/] after waiting {duration_text(waited_s)} "
-        f"({esc(reason)}): experiment {experiment_id} stays queued, held by no processor. "
-        f"`{esc(finish_with)}` finishes it; `hairline status {experiment_id}` follows it, "
-        f"`hairline report {experiment_id}` reports on it once done, `hairline cancel "
-        f"{experiment_id}` drops it."
+        f"[bold yellow]gave up[/] after waiting {duration_text(outcome.waited_s)} "
+        f"({esc(outcome.reason)}): experiment {experiment_id} stays queued, held by no "
+        f"processor. `{esc(finish_with)}` finishes it; `hairline status {experiment_id}` "
+        f"follows it, `hairline report {experiment_id}` reports on it once done, `hairline "
+        f"cancel {experiment_id}` drops it."
     )
     raise SystemExit(EXIT_WAITING)
 

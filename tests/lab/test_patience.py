@@ -3,7 +3,7 @@ when `hairline run` gives up: a fake clock, no lab."""
 
 from __future__ import annotations
 
-from hairline.cli._waiting import Patience, duration_text
+from hairline.lab.patience import Patience, duration_text
 
 HEAD = "waiting: Ray head unreachable (connection refused)"
 HOSTS = "waiting for hosts: no free host of the class (2 held)"
