@@ -1,11 +1,17 @@
 """The ray backend's driver: a child process of the processor that holds the Ray client and
-runs one trial's batches (or the calibration) with the arms on their hosts' nodes.
+runs an experiment's trials' batches (and the calibration) with the arms on their hosts'
+nodes.
 
-``python -m hairline.lab.driver JOB EVENTS_FD``: the job file is what
-:mod:`hairline.lab.remote` wrote; events go to the inherited pipe ``EVENTS_FD`` as JSON
-lines (``progress``, ``arm_started``, ``arms_stopped``, ``phase``, ``alive`` every few
-seconds, then exactly one of ``done``, ``left_out``, ``host_lost``, ``head_lost``,
-``error``); Ray's own chatter goes to stdout and stderr, which the processor keeps as the
+``python -m hairline.lab.driver EVENTS_FD``: reads job files (what :mod:`hairline.lab.remote`
+wrote), one path a line, from standard input and does each in turn; events go to the
+inherited pipe ``EVENTS_FD`` as JSON lines (``connected``, then for each job
+``progress``, ``arm_started``, ``arms_stopped``, ``phase``, and exactly one of ``done``,
+``left_out``, ``host_lost``, ``head_lost``, ``error``; ``alive`` every few seconds
+throughout). After a job that did not end ``done`` or ``left_out``, or at the end of its
+input, it closes its actors and exits. The actors are opened by the first job and kept
+for the next: a new driver per trial cost 5.4 s between trials on this project's VM
+(Python, Ray's client, an actor's worker process on each node), as long as a trial of two
+2 s batches. Ray's own chatter goes to stdout and stderr, which the processor keeps as the
 driver's log. The batches are the local runner's (:func:`~hairline.lab.runner.run_trial`),
 with arms made by :class:`~hairline.arms.remote.RemoteArm`; the engine runs here, where
 the processor runs, and replays to the arms' node addresses. SIGTERM stops the arms
@@ -140,19 +146,45 @@ def _open_hosts(job: Mapping[str, Any], ray: Any) -> list[RemoteHost]:
                 deadman_s=float(job["deadman_s"]),
             )
         )
-    for host in hosts:
-        host.open(timeout_s=float(job["actor_timeout_s"]))
+    try:
+        for host in hosts:
+            host.open(timeout_s=float(job["actor_timeout_s"]))
+    except BaseException:
+        for host in hosts:
+            host.close()
+        raise
     return hosts
 
 
-def _run(job: Mapping[str, Any], emit: _Events, ray: Any) -> dict[str, Any]:
-    """Do the job; the last event's data (said once every actor is gone)."""
-    hosts: list[RemoteHost] = []
+class _Hosts:
+    """The actors, opened by the first job and kept for the next ones (every job of a
+    driver is of one experiment, on one allocation)."""
+
+    def __init__(self) -> None:
+        self.open: list[RemoteHost] = []
+
+    def for_job(self, job: Mapping[str, Any], ray: Any, emit: _Events) -> list[RemoteHost]:
+        names = [h["name"] for h in job["hosts"]]
+        if self.open and [h.name for h in self.open] != names:
+            raise HairlineError(f"one driver, one allocation: {names} after "
+                                f"{[h.name for h in self.open]}")  # fmt: skip
+        if not self.open:
+            self.open = _open_hosts(job, ray)
+            for host in self.open:
+                if host.swept:
+                    emit("phase", text=f"stopped what was left on {host.name}: {host.swept}")
+        return self.open
+
+    def close(self) -> None:
+        for host in self.open:
+            host.close()
+        self.open = []
+
+
+def _run(job: Mapping[str, Any], emit: _Events, ray: Any, kept: _Hosts) -> dict[str, Any]:
+    """Do the job; the last event's data."""
     try:
-        hosts = _open_hosts(job, ray)
-        for host in hosts:
-            if host.swept:
-                emit("phase", text=f"stopped what was left on {host.name}: {host.swept}")
+        hosts = kept.for_job(job, ray, emit)
         plan = _plan(job, hosts)
         if job["mode"] == "calibrate":
             result = calibrate(
@@ -184,9 +216,27 @@ def _run(job: Mapping[str, Any], emit: _Events, ray: Any) -> dict[str, Any]:
     except HairlineError as err:
         return {"kind": "error", "type": type(err).__name__, "message": err.message,
                 "hint": err.hint}  # fmt: skip
+
+
+# The jobs after which the driver takes the next one; after any other end it exits.
+_GOES_ON = ("done", "left_out")
+
+
+def _serve(emit: _Events, ray: Any, jobs: IO[str]) -> None:
+    """Do each job read from ``jobs`` until its end or a job that ends the driver; every
+    actor is gone before the last event of a job that ends it is said."""
+    kept = _Hosts()
+    try:
+        for line in jobs:
+            job = json.loads(Path(line.strip()).read_text())
+            last = _run(job, emit, ray, kept)
+            if last["kind"] not in _GOES_ON:
+                kept.close()
+                emit(**last)
+                return
+            emit(**last)
     finally:
-        for host in hosts:
-            host.close()
+        kept.close()
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:
@@ -194,16 +244,15 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    job_path, events_fd = argv if argv is not None else sys.argv[1:]
+    address, events_fd = argv if argv is not None else sys.argv[1:]
     emit = _Events(open(int(events_fd), "w", buffering=1))  # noqa: SIM115 (lives as long as we do)
-    job = json.loads(Path(job_path).read_text())
     import ray
 
     # A client without the cluster's token retries for ever (Ray 2.60 logs "InvalidAuthToken"
     # once a second and never raises): the processor gives up when "connected" is late.
     try:
         ray.init(
-            address=job["ray_address"], namespace="hairline", logging_level=logging.ERROR,
+            address=address, namespace="hairline", logging_level=logging.ERROR,
             log_to_driver=False,
         )  # fmt: skip
     except ray.exceptions.AuthenticationError as err:
@@ -211,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
              hint=_TOKEN_HINT)  # fmt: skip
         return 2
     except Exception as err:
-        emit("head_lost", reason=f"cannot connect to {job['ray_address']}: {err}")
+        emit("head_lost", reason=f"cannot connect to {address}: {err}")
         return 3
     # After ray.init, which installs a SIGTERM handler of its own that exits at once: ours
     # lets the batch's context managers stop the arms through their actors.
@@ -225,12 +274,11 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=alive, daemon=True).start()
     try:
-        last = _run(job, emit, ray)
+        _serve(emit, ray, sys.stdin)
     except KeyboardInterrupt:
         return 130
     finally:
         stop_alive.set()
-    emit(**last)
     ray.shutdown()
     return 0
 

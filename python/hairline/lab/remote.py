@@ -1,5 +1,8 @@
-"""The ray backend, the processor's side: a trial's batches (or the calibration) run by a
-driver process (:mod:`hairline.lab.driver`) that holds the Ray client, watched from here.
+"""The ray backend, the processor's side: an experiment's trials (and the calibration) run
+by a driver process (:mod:`hairline.lab.driver`) that holds the Ray client, watched from
+here. One driver serves every trial of a :class:`RemoteDriver` (its actors on the hosts
+stay up between trials); it is started with the first job and ends with the last, or at
+the first job that does not end well.
 
 Why a child process: when the Ray head dies, a Ray client blocks and its process is
 killed about 60 s later (measured with Ray 2.60); the processor must instead fail the batch
@@ -49,11 +52,10 @@ from hairline.lab.schedule import Batch
 
 __all__ = [
     "HeadUnreachable",
+    "RemoteDriver",
     "RemoteRun",
     "engine_shares_a_host",
     "head_reachable",
-    "run_remote_calibration",
-    "run_remote_trial",
 ]
 
 # Fields of RunPlan that are not plain data: the driver makes its own.
@@ -136,70 +138,216 @@ class RemoteRun:
         }
 
 
-def run_remote_trial(
-    run: RemoteRun,
-    plan: RunPlan,
-    batches: Sequence[Batch],
-    hooks: Hooks,
-    *,
-    check: Callable[[], None],
-) -> pa.Table:
-    """One trial on Ray: the runner's batches in a driver, the hooks called here. Raises
-    as :func:`~hairline.lab.runner.run_trial` does, and :class:`HostLost` or
-    :class:`HeadUnreachable`."""
-    tag = f"t{batches[0].trial}"
-    output = plan.workdir / f"driver-{tag}.parquet"
-    job = run.job(
-        "trial", plan, output,
-        batches=[{"trial": b.trial, "batch": b.batch, "arm_on_host": list(b.arm_on_host)}
-                 for b in batches],
-    )  # fmt: skip
+class RemoteDriver:
+    """The driver of one run of an experiment's trials on one allocation: started by the
+    first job, fed one job after another, stopped by :meth:`close` (a context manager) or
+    by a job that ends badly. Every method raises as the local runner would, and
+    :class:`HostLost` or :class:`HeadUnreachable`."""
 
-    def on_event(event: dict[str, Any]) -> None:
-        kind = event["kind"]
-        if kind == "progress" and hooks.progress:
-            hooks.progress(_batch(event["batch"]), str(event["text"]))
-        elif kind == "arm_started" and hooks.arm_started:
-            hooks.arm_started(
-                _batch(event["batch"]), str(event["arm"]), int(event["host"]),
-                int(event["pid"]), int(event["port"]),
+    def __init__(self, run: RemoteRun, workdir: Path) -> None:
+        self._run = run
+        self._workdir = workdir
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._read_fd = -1
+        self._log_path = workdir / "driver.log"
+        self._connected = False
+        self._pending = b""
+
+    def __enter__(self) -> RemoteDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def trial(
+        self, plan: RunPlan, batches: Sequence[Batch], hooks: Hooks, *, check: Callable[[], None]
+    ) -> pa.Table:
+        """One trial's batches, the hooks called here."""
+        tag = f"t{batches[0].trial}"
+        output = plan.workdir / f"driver-{tag}.parquet"
+        job = self._run.job(
+            "trial", plan, output,
+            batches=[{"trial": b.trial, "batch": b.batch, "arm_on_host": list(b.arm_on_host)}
+                     for b in batches],
+        )  # fmt: skip
+
+        def on_event(event: dict[str, Any]) -> None:
+            kind = event["kind"]
+            if kind == "progress" and hooks.progress:
+                hooks.progress(_batch(event["batch"]), str(event["text"]))
+            elif kind == "arm_started" and hooks.arm_started:
+                hooks.arm_started(
+                    _batch(event["batch"]), str(event["arm"]), int(event["host"]),
+                    int(event["pid"]), int(event["port"]),
+                )  # fmt: skip
+            elif kind == "arms_stopped" and hooks.arms_stopped:
+                hooks.arms_stopped(_batch(event["batch"]))
+
+        self._job(job, tag, on_event=on_event, check=check)
+        try:
+            return pq.read_table(output)
+        finally:
+            output.unlink(missing_ok=True)
+
+    def calibrate(
+        self,
+        plan: RunPlan,
+        *,
+        target_utilization: float,
+        start_rate_per_s: float,
+        progress: Callable[[str], None],
+        check: Callable[[], None],
+    ) -> Calibration:
+        """:func:`~hairline.lab.calibrate.calibrate` of the baseline, on the hosts."""
+        job = self._run.job(
+            "calibrate", plan, plan.workdir / "driver-calibration.json",
+            target_utilization=target_utilization, start_rate_per_s=start_rate_per_s,
+        )  # fmt: skip
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event["kind"] == "phase":
+                progress(str(event["text"]))
+
+        done = self._job(job, "calibration", on_event=on_event, check=check)
+        found = done["calibration"]
+        return Calibration(
+            rate_per_s=float(found["rate_per_s"]),
+            target_utilization=float(found["target_utilization"]),
+            steps=tuple(CalibrationStep(**step) for step in found["steps"]),
+        )
+
+    def close(self) -> None:
+        """End the driver: the end of its input lets it close its actors and exit."""
+        self._stop(finished=True)
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        run = self._run
+        if not head_reachable(run.ray_address):
+            raise HeadUnreachable(f"nothing answers at {run.ray_address}")
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        read_fd, write_fd = os.pipe()
+        with self._log_path.open("ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "hairline.lab.driver", run.ray_address, str(write_fd)],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                env=ray_environment(), pass_fds=(write_fd,), preexec_fn=child_setup(),
             )  # fmt: skip
-        elif kind == "arms_stopped" and hooks.arms_stopped:
-            hooks.arms_stopped(_batch(event["batch"]))
+        os.close(write_fd)
+        self._proc, self._read_fd = proc, read_fd
+        self._connected, self._pending = False, b""
+        return proc
 
-    _drive(job, plan.workdir, tag, run, on_event=on_event, check=check)
-    try:
-        return pq.read_table(output)
-    finally:
-        output.unlink(missing_ok=True)
+    def _stop(self, *, finished: bool) -> None:
+        """Let a driver that said its last word exit (the end of its input is its cue);
+        SIGTERM one that did not (it stops its arms), and SIGKILL either after a grace."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        if finished:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_EXIT_GRACE_S)
+        stop_process(proc, grace_s=_STOP_GRACE_S, close_stdout=False)
+        os.close(self._read_fd)
 
+    def _job(
+        self,
+        job: dict[str, Any],
+        tag: str,
+        *,
+        on_event: Callable[[dict[str, Any]], None],
+        check: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Run ``job`` on the driver (started if need be) to its end; its "done" event, or
+        the exception its end stands for."""
+        run = self._run
+        proc = self._proc or self._start()
+        job_path = self._workdir / f"driver-{tag}.json"
+        job_path.write_text(json.dumps(job))
+        final: dict[str, Any] | None = None
+        try:
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(f"{job_path}\n".encode())
+                proc.stdin.flush()
+            except BrokenPipeError:
+                pass  # it died: its end is read below
+            final = self._follow(proc, on_event=on_event, check=check)
+        finally:
+            if final is None or final["kind"] not in ("done", "left_out"):
+                self._stop(finished=final is not None)
+        if final is None:
+            if not head_reachable(run.ray_address):
+                raise HeadUnreachable(f"the driver ended and nothing answers at {run.ray_address}")
+            raise HairlineError(
+                f"the Ray driver exited ({proc.returncode}) without a result; its log "
+                f"{self._log_path}:{_log_tail(self._log_path)}",
+                hint="check that the processor reaches the head and has the cluster's token",
+            )
+        kind = final["kind"]
+        if kind == "done":
+            return final
+        if kind == "left_out":
+            raise TrialLeftOut(str(final["message"]))
+        if kind == "head_lost" or not head_reachable(run.ray_address):
+            raise HeadUnreachable(str(final.get("reason", f"nothing answers at {run.ray_address}")))
+        if kind == "host_lost":
+            raise HostLost(int(final["host"]), str(final["name"]), str(final["reason"]))
+        raise _error(final)
 
-def run_remote_calibration(
-    run: RemoteRun,
-    plan: RunPlan,
-    *,
-    target_utilization: float,
-    start_rate_per_s: float,
-    progress: Callable[[str], None],
-    check: Callable[[], None],
-) -> Calibration:
-    """:func:`~hairline.lab.calibrate.calibrate` of the baseline, run by a driver."""
-    job = run.job(
-        "calibrate", plan, plan.workdir / "driver-calibration.json",
-        target_utilization=target_utilization, start_rate_per_s=start_rate_per_s,
-    )  # fmt: skip
-
-    def on_event(event: dict[str, Any]) -> None:
-        if event["kind"] == "phase":
-            progress(str(event["text"]))
-
-    done = _drive(job, plan.workdir, "calibration", run, on_event=on_event, check=check)
-    found = done["calibration"]
-    return Calibration(
-        rate_per_s=float(found["rate_per_s"]),
-        target_utilization=float(found["target_utilization"]),
-        steps=tuple(CalibrationStep(**step) for step in found["steps"]),
-    )
+    def _follow(
+        self,
+        proc: subprocess.Popen[bytes],
+        *,
+        on_event: Callable[[dict[str, Any]], None],
+        check: Callable[[], None],
+    ) -> dict[str, Any] | None:
+        """Relay the driver's events until the job's last one (or the driver's end);
+        meanwhile keep checking the lease and the head."""
+        run = self._run
+        selector = selectors.DefaultSelector()
+        selector.register(self._read_fd, selectors.EVENT_READ)
+        started_s = heard_s = probed_s = time.monotonic()
+        failed_probes = 0
+        try:
+            while True:
+                check()
+                now = time.monotonic()
+                if not self._connected and now - started_s > run.connect_timeout_s:
+                    raise _not_connected(run, self._log_path)
+                if now - probed_s >= _HEAD_PROBE_INTERVAL_S:
+                    probed_s = now
+                    failed_probes = 0 if head_reachable(run.ray_address) else failed_probes + 1
+                    if failed_probes >= _HEAD_PROBE_FAILURES:
+                        raise HeadUnreachable(f"the head at {run.ray_address} stopped answering")
+                if now - heard_s > run.silence_s:
+                    raise HairlineError(
+                        f"the Ray driver was silent for {run.silence_s:g} s",
+                        hint="see the driver's log in the experiment's runs folder",
+                    )
+                if not selector.select(timeout=0.5):
+                    continue
+                chunk = os.read(self._read_fd, 65536)
+                if not chunk:
+                    proc.wait()
+                    return None
+                heard_s = time.monotonic()
+                self._pending += chunk
+                *lines, self._pending = self._pending.split(b"\n")
+                for i, line in enumerate(lines):
+                    event = json.loads(line)
+                    if event["kind"] in ("done", "left_out", "host_lost", "head_lost", "error"):
+                        # What follows can only be heartbeats (the next job is not sent
+                        # yet): kept for the next read all the same.
+                        self._pending = b"\n".join([*lines[i + 1 :], self._pending])
+                        return dict(event)
+                    self._connected = self._connected or event["kind"] == "connected"
+                    if event["kind"] not in ("alive", "connected"):
+                        on_event(event)
+        finally:
+            selector.close()
 
 
 def _batch(data: Mapping[str, Any]) -> Batch:
@@ -214,72 +362,11 @@ def _error(event: Mapping[str, Any]) -> HairlineError:
     return kind(str(event["message"]), hint=event.get("hint"))
 
 
-def _stop(proc: subprocess.Popen[bytes], *, finished: bool) -> None:
-    """Let a driver that said its last word exit; SIGTERM one that did not (it stops its
-    arms), and SIGKILL either after a grace."""
-    if finished:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=_EXIT_GRACE_S)
-    stop_process(proc, grace_s=_STOP_GRACE_S, close_stdout=False)
-
-
 def _log_tail(path: Path, lines: int = 6) -> str:
     with contextlib.suppress(OSError):
         tail = path.read_text(errors="replace").strip().splitlines()[-lines:]
         return ("\n  " + "\n  ".join(tail)) if tail else ""
     return ""
-
-
-def _drive(
-    job: dict[str, Any],
-    workdir: Path,
-    tag: str,
-    run: RemoteRun,
-    *,
-    on_event: Callable[[dict[str, Any]], None],
-    check: Callable[[], None],
-) -> dict[str, Any]:
-    """Run the driver on ``job`` to its end; its "done" event, or the exception its end
-    stands for."""
-    if not head_reachable(run.ray_address):
-        raise HeadUnreachable(f"nothing answers at {run.ray_address}")
-    workdir.mkdir(parents=True, exist_ok=True)
-    job_path = workdir / f"driver-{tag}.json"
-    job_path.write_text(json.dumps(job))
-    log_path = workdir / f"driver-{tag}.log"
-    env = ray_environment()
-    read_fd, write_fd = os.pipe()
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hairline.lab.driver", str(job_path), str(write_fd)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-            pass_fds=(write_fd,), preexec_fn=child_setup(),
-        )  # fmt: skip
-    os.close(write_fd)
-    final: dict[str, Any] | None = None
-    try:
-        final = _follow(proc, read_fd, run, log_path, on_event=on_event, check=check)
-    finally:
-        _stop(proc, finished=final is not None)
-        os.close(read_fd)
-    if final is None:
-        if not head_reachable(run.ray_address):
-            raise HeadUnreachable(f"the driver ended and nothing answers at {run.ray_address}")
-        raise HairlineError(
-            f"the Ray driver exited ({proc.returncode}) without a result; its log "
-            f"{log_path}:{_log_tail(log_path)}",
-            hint="check that the processor reaches the head and has the cluster's token",
-        )
-    kind = final["kind"]
-    if kind == "done":
-        return final
-    if kind == "left_out":
-        raise TrialLeftOut(str(final["message"]))
-    if kind == "head_lost" or not head_reachable(run.ray_address):
-        raise HeadUnreachable(str(final.get("reason", f"nothing answers at {run.ray_address}")))
-    if kind == "host_lost":
-        raise HostLost(int(final["host"]), str(final["name"]), str(final["reason"]))
-    raise _error(final)
 
 
 def _not_connected(run: RemoteRun, log_path: Path) -> Exception:
@@ -295,56 +382,3 @@ def _not_connected(run: RemoteRun, log_path: Path) -> Exception:
     return HeadUnreachable(
         f"the driver could not connect to {run.ray_address} in {run.connect_timeout_s:g} s"
     )
-
-
-def _follow(
-    proc: subprocess.Popen[bytes],
-    read_fd: int,
-    run: RemoteRun,
-    log_path: Path,
-    *,
-    on_event: Callable[[dict[str, Any]], None],
-    check: Callable[[], None],
-) -> dict[str, Any] | None:
-    """Relay the driver's events until its last one (or its end); meanwhile keep checking
-    the lease and the head."""
-    selector = selectors.DefaultSelector()
-    selector.register(read_fd, selectors.EVENT_READ)
-    pending = b""
-    started_s = heard_s = probed_s = time.monotonic()
-    connected = False
-    failed_probes = 0
-    try:
-        while True:
-            check()
-            now = time.monotonic()
-            if not connected and now - started_s > run.connect_timeout_s:
-                raise _not_connected(run, log_path)
-            if now - probed_s >= _HEAD_PROBE_INTERVAL_S:
-                probed_s = now
-                failed_probes = 0 if head_reachable(run.ray_address) else failed_probes + 1
-                if failed_probes >= _HEAD_PROBE_FAILURES:
-                    raise HeadUnreachable(f"the head at {run.ray_address} stopped answering")
-            if now - heard_s > run.silence_s:
-                raise HairlineError(
-                    f"the Ray driver was silent for {run.silence_s:g} s",
-                    hint="see the driver's log in the experiment's runs folder",
-                )
-            if not selector.select(timeout=0.5):
-                continue
-            chunk = os.read(read_fd, 65536)
-            if not chunk:
-                proc.wait()
-                return None
-            heard_s = time.monotonic()
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                event = json.loads(line)
-                if event["kind"] in ("done", "left_out", "host_lost", "head_lost", "error"):
-                    return dict(event)
-                connected = connected or event["kind"] == "connected"
-                if event["kind"] not in ("alive", "connected"):
-                    on_event(event)
-    finally:
-        selector.close()

@@ -39,13 +39,7 @@ from hairline.lab.capacity import capacity_settings
 from hairline.lab.capacity_pid import capacity_batch
 from hairline.lab.context import Context
 from hairline.lab.queue import transition
-from hairline.lab.remote import (
-    HeadUnreachable,
-    RemoteRun,
-    engine_shares_a_host,
-    run_remote_calibration,
-    run_remote_trial,
-)
+from hairline.lab.remote import HeadUnreachable, RemoteDriver, RemoteRun, engine_shares_a_host
 from hairline.lab.results import aa_experiments, settled_at_look
 from hairline.lab.runner import ArmDef, Hooks, RunPlan, TrialLeftOut, run_trial
 from hairline.lab.schedule import Batch
@@ -213,7 +207,7 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
     )
 
 
-def _rate(ctx: Context, plan: RunPlan, remote: RemoteRun | None) -> RunPlan:
+def _rate(ctx: Context, plan: RunPlan, remote: RemoteDriver | None) -> RunPlan:
     """The plan at the experiment's replay rate: the file's, or the stored calibration's,
     or a calibration run now and stored, so a processor taking over uses the same rate."""
     if plan.measure is not None:
@@ -235,8 +229,8 @@ def _rate(ctx: Context, plan: RunPlan, remote: RemoteRun | None) -> RunPlan:
                 progress=lambda line: ctx.emit("phase", line),
             )
         else:
-            result = run_remote_calibration(
-                remote, plan, target_utilization=load_config.target_utilization,
+            result = remote.calibrate(
+                plan, target_utilization=load_config.target_utilization,
                 start_rate_per_s=start_rate_per_s, progress=lambda line: ctx.emit("phase", line),
                 check=ctx.keeper.check,
             )  # fmt: skip
@@ -262,8 +256,18 @@ def run_trials_of(ctx: Context, allocation: Allocation) -> None:
     lost or the head gone ends this early (the trial back to pending) by raising
     :class:`HostLost` or :class:`HeadUnreachable`."""
     _stop_leftovers(ctx)
-    remote = _remote(ctx, allocation)
-    plan = _rate(ctx, _plan(ctx, allocation), remote)
+    remote_run = _remote(ctx, allocation)
+    plan = _plan(ctx, allocation)
+    if remote_run is None:
+        _run_trials(ctx, allocation, _rate(ctx, plan, None), None)
+        return
+    with RemoteDriver(remote_run, plan.workdir) as remote:
+        _run_trials(ctx, allocation, _rate(ctx, plan, remote), remote)
+
+
+def _run_trials(
+    ctx: Context, allocation: Allocation, plan: RunPlan, remote: RemoteDriver | None
+) -> None:
     batches = plan.batches()
     owner = ctx.options.owner
     clock = ctx.options.clock
@@ -332,7 +336,7 @@ def run_trials_of(ctx: Context, allocation: Allocation) -> None:
             if remote is None:
                 table = run_trial(plan, trial_batches, hooks)
             else:
-                table = run_remote_trial(remote, plan, trial_batches, hooks, check=ctx.keeper.check)
+                table = remote.trial(plan, trial_batches, hooks, check=ctx.keeper.check)
         except (HostLost, HeadUnreachable):
             # Not this trial's fault: it runs again, from its start, on hosts that answer.
             with ctx.store.transaction() as session:
