@@ -389,18 +389,27 @@ class RayCluster:
             "--ray-temp-dir", str(self.root / "head"),
         )  # fmt: skip
 
-    def start_worker(self, name: str) -> str:
-        """Start (or restart) a worker node; its `agent start` output."""
+    def _worker_args(self, name: str) -> list[str]:
         node = RAY_WORKERS[name]
-        out = self._checked(
+        return [
             "agent", "start", "--address", self.address, "--name", name, "--node-ip", node.ip,
             "--cpus", node.cpus, "--housekeeping-cpus", node.housekeeping, "--region", "lab",
             "--server-type", node.server_type, "--home", str(self.root / "agents"),
             "--ray-temp-dir", str(self.root / name),
-        )  # fmt: skip
+        ]  # fmt: skip
+
+    def start_worker(self, name: str) -> str:
+        """Start (or restart) a worker node; its `agent start` output."""
+        out = self._checked(*self._worker_args(name))
         if name not in self.workers:
             self.workers.append(name)
         return out
+
+    def start_workers(self, names: Sequence[str]) -> None:
+        """Start worker nodes side by side: each `agent start` waits seconds on its node
+        and its registration, one after another they took most of the cluster's start."""
+        self._all_checked([self._worker_args(name) for name in names])
+        self.workers.extend(n for n in names if n not in self.workers)
 
     def ensure_worker(self, name: str) -> None:
         """Start a worker node the session has not started yet (it stays for the rest of
@@ -408,16 +417,38 @@ class RayCluster:
         if name not in self.workers:
             self.start_worker(name)
 
-    def stop(self, name: str) -> None:
+    def _stop_args(self, name: str) -> list[str]:
         what = ["--head"] if name == "head" else ["--name", name]
-        self.hairline("agent", "stop", *what, "--force", "--home", str(self.root / "agents"))
+        return ["agent", "stop", *what, "--force", "--home", str(self.root / "agents")]
+
+    def stop(self, name: str) -> None:
+        self.hairline(*self._stop_args(name))
+
+    def stop_all(self) -> None:
+        """Stop every node side by side (a forced stop waits on nothing of the others)."""
+        for proc in [self._popen(self._stop_args(n)) for n in [*self.workers, "head"]]:
+            proc.communicate(timeout=120)
 
     def restart_all(self) -> None:
-        for name in [*self.workers, "head"]:
-            self.stop(name)
+        self.stop_all()
         self.start_head()
-        for name in self.workers:
-            self.start_worker(name)
+        self.start_workers(list(self.workers))
+
+    def _popen(self, args: Sequence[str]) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", "from hairline.cli import main; main()", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
+        )  # fmt: skip
+
+    def _all_checked(self, commands: Sequence[Sequence[str]]) -> None:
+        procs = [(args, self._popen(args)) for args in commands]
+        failed = []
+        for args, proc in procs:
+            out = proc.communicate(timeout=120)[0]
+            if proc.returncode != 0:
+                failed.append(f"hairline {' '.join(args)}:\n{out}")
+        if failed:
+            pytest.fail("\n".join(failed), pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -444,12 +475,10 @@ def ray_cluster(postgres_server: PostgresServer, engine_path: Path) -> Iterator[
     cluster = RayCluster(root=root, port=port, db_url=db_url, env=env)
     try:
         cluster.start_head()
-        cluster.start_worker("w2")
-        cluster.start_worker("w3")
+        cluster.start_workers(["w2", "w3"])
         yield cluster
     finally:
-        for name in [*cluster.workers, "head"]:
-            cluster.stop(name)
+        cluster.stop_all()
         subprocess.run(["rm", "-rf", str(root)], check=False)
 
 
