@@ -158,16 +158,20 @@ def test_the_nodes_run_pinned_away_from_their_hosts_and_registered_their_facts(
 def test_an_ab_on_two_worker_nodes_finds_the_regression_the_local_backend_finds(
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
-    """False failure: about 1e-3 (not measured): the same 10% regression, 7 trials at 2,500/s, as
-    tests/lab/test_lab_e2e.py's, whose per-trial spread on this machine is not recorded."""
-    # As tests/lab/test_lab_e2e.py's 10% regression: seven trials (the trimmed t has some
-    # power without A/A history) at 2,500/s, which keeps the service busy.
+    """False failure: under 1e-6: B does twice the work, over four trials at 1,000/s. Two
+    runs read +73.4% [+70.8%, +75.9%] and +79.3% [+70.5%, +88.2%] (2026-11-28): a
+    per-trial spread of the difference of 1.6 to 5.5 points, so the effect is over 25
+    standard errors of a four-trial mean (a t on 3 degrees of freedom misses that with a
+    chance under 1e-9) and the bound of +10% over 20 below it. At 2,500/s the doubled arm
+    beside the engine could not keep up (every batch spoiled by the rate gate). How small
+    a change the Ray backend sees is a benchmark's question (a 10% change over seven
+    trials was this test's, its reliability unknown)."""
     exp = write_experiment(
         tmp_path / "ab",
         tag="ray-ab",
-        arms={"A": {}, "B": {"args": ["--regress-cpu", "0.10"]}},
-        load={"rate_per_s": 2500, "duration_s": 2.0},
-        design={"trials": 7},
+        arms={"A": {}, "B": {"args": ["--regress-cpu", "1.0"]}},
+        load={"rate_per_s": 1000, "duration_s": 2.0},
+        design={"trials": 4},
     )
     path = exp.path
     on_ray = ray_cluster.hairline(
@@ -175,14 +179,11 @@ def test_an_ab_on_two_worker_nodes_finds_the_regression_the_local_backend_finds(
         "--home", str(tmp_path / "home"), timeout_s=500,
     )  # fmt: skip
     assert on_ray.returncode == 1, on_ray.stdout + on_ray.stderr
-    # The same file on the local backend is tests/lab/test_lab_e2e.py's 10% regression
-    # (same arms, rate, duration and trials), which must find the same regression; running
-    # it again here cost the suite 45 s.
     report = json.loads((tmp_path / "ray.json").read_text())
-    assert report["phase"] == "done" and report["trials_done"] == 7
+    assert report["phase"] == "done" and report["trials_done"] == 4
     cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
     assert cpu["verdict"] == "regression"
-    assert cpu["effect_rel"] > 0.05
+    assert cpu["effect_rel"] > 0.10, cpu
     eid = json.loads((tmp_path / "ray.json").read_text())["experiment_id"]
     with store.transaction() as session:
         row = session.get(Experiment, eid)
