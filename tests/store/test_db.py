@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select, text
 
@@ -36,6 +37,40 @@ def test_opening_twice_keeps_the_data(db_url: str, tmp_path: Path) -> None:
     with second.transaction() as session:
         assert session.scalars(select(Service.name)).all() == ["feed"]
     second.close()
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(db.__file__).parent / "migrations"))
+    return config
+
+
+def test_the_schema_head_is_the_newest_migration() -> None:
+    """Opening skips alembic when the database is at SCHEMA_HEAD: a new migration must
+    move it, or databases would never be upgraded to it."""
+    from alembic.script import ScriptDirectory
+
+    assert ScriptDirectory.from_config(_alembic_config()).get_heads() == [db.SCHEMA_HEAD]
+
+
+def test_a_database_one_migration_behind_is_upgraded(db_url: str, tmp_path: Path) -> None:
+    """A database whose version is not the head goes through alembic (the fast path only
+    skips a database already at the head)."""
+    from alembic import command
+
+    store = open_store(db_url, home=tmp_path / "home")
+    with store.engine.begin() as connection:
+        config = _alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0005")
+    store.close()
+    again = open_store(db_url, home=tmp_path / "home")
+    try:
+        assert "lab_events" in inspect(again.engine).get_table_names()
+        with again.engine.connect() as connection:
+            assert connection.scalar(text("SELECT version_num FROM alembic_version")) == "0006"
+    finally:
+        again.close()
 
 
 def test_a_bad_url_is_a_config_error_with_a_hint(tmp_path: Path) -> None:
