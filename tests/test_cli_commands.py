@@ -3,6 +3,9 @@ into run, experiments, demo and lab: none lost, none renamed (new ones may be ad
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import click
 
 from hairline.cli import main
@@ -55,3 +58,20 @@ def test_every_command_and_option_of_before_the_split_is_still_there() -> None:
     for name, options in BEFORE_THE_SPLIT.items():
         assert name in now, f"`hairline {name}` is gone"
         assert set(options) <= now[name], (name, set(options) - now[name])
+
+
+def test_no_command_imports_scipy_stats_or_scipy_signal() -> None:
+    """Either import cost every command 1.5 s of its start (2026-11-28: `hairline status
+    --help` 3.6 s, 1.9 s without); hairline's statistics use stats/dist on scipy.special.
+    Tuning's searchers (scikit-learn) are the exception: only `hairline tune` loads them."""
+    probe = (
+        "import sys\n"
+        "from hairline.cli._base import COMMAND_MODULES, load_all_commands\n"
+        "load_all_commands()\n"
+        "import hairline.lab.analysis, hairline.lab.processor, hairline.lab.driver\n"
+        "import hairline.report.markdown, hairline.report.html, hairline.web.app\n"
+        "print(sorted(m for m in ('scipy.stats', 'scipy.signal') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -44,10 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from hairline.attribute.grouped import grouped_fit
 from hairline.errors import ConfigError, DataError
+from hairline.stats import dist
 
 __all__ = ["Attribution", "Effect", "QuantileAttribution", "attribute"]
 
@@ -143,7 +143,7 @@ def attribute(
     harmonic = len(runs_per_treatment) / float(np.sum(1.0 / runs_per_treatment))
     freedom = len(run_levels) - len(treatments)
     inflation = math.sqrt(harmonic / (harmonic - 1.0)) * float(
-        stats.t.ppf(0.5 + confidence / 2.0, freedom) / stats.norm.ppf(0.5 + confidence / 2.0)
+        dist.t_ppf(0.5 + confidence / 2.0, freedom) / dist.norm_ppf(0.5 + confidence / 2.0)
     )
     saturated = design.shape[0] == design.shape[1]
     grid_codes = _codes(terms, levels, _grid(levels))

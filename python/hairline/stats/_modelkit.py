@@ -34,8 +34,8 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
+from hairline.stats import dist
 from hairline.stats.data import Comparison, MetricSample
 
 __all__ = [
@@ -154,8 +154,8 @@ def t_decision(
     d = np.asarray(df, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.abs(est) / s
-        p = np.asarray(2.0 * sps.t.sf(t, d), dtype=np.float64)
-        half = np.asarray(sps.t.ppf(1.0 - alpha / 2.0, d), dtype=np.float64) * s
+        p = np.asarray(2.0 * dist.t_sf(t, d), dtype=np.float64)
+        half = np.asarray(dist.t_ppf(1.0 - alpha / 2.0, d), dtype=np.float64) * s
     zero_spread = s == 0.0
     p = np.where(zero_spread, np.where(est == 0.0, 1.0, np.nan), p)
     half = np.where(zero_spread & (est == 0.0), 0.0, half)

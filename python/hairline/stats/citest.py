@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sps
 
+from hairline.stats import dist
 from hairline.stats._modelkit import (
     FloatArray,
     comparison_from_relative,
@@ -131,7 +131,7 @@ def ci_threshold(
         lower, upper = rank_band(h, alpha)
         return CIThreshold(lower, upper, center, chosen, len(h))
     spread = float(np.std(h, ddof=1)) * math.sqrt(1.0 + 1.0 / len(h))
-    half = float(sps.t.ppf(1.0 - alpha / 2.0, len(h) - 1)) * spread
+    half = float(dist.t_ppf(1.0 - alpha / 2.0, len(h) - 1)) * spread
     return CIThreshold(center - half, center + half, center, chosen, len(h))
 
 

@@ -36,8 +36,8 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as _scipy_stats
 
+from hairline.stats import dist
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
 from hairline.stats.designs import (
     DESIGNS,
@@ -251,9 +251,9 @@ def trial_sd_from_components(
 
 def _quantile(alpha: float, test: TestKind, trials: IntArray) -> FloatArray:
     if test == "z":
-        return np.full(trials.shape, float(_scipy_stats.norm.ppf(1 - alpha / 2)))
+        return np.full(trials.shape, float(dist.norm_ppf(1 - alpha / 2)))
     with np.errstate(invalid="ignore"):
-        q = _scipy_stats.t.ppf(1 - alpha / 2, trials - 1)
+        q = dist.t_ppf(1 - alpha / 2, trials - 1)
     return np.where(trials >= 2, q, np.inf)
 
 
@@ -284,11 +284,9 @@ def _power(
     shift = abs(threshold) * np.sqrt(trials) / sd_per_trial
     q = _quantile(alpha, test, trials)
     if test == "z":
-        norm = _scipy_stats.norm
-        return np.asarray(norm.sf(q - shift) + norm.cdf(-q - shift), dtype=np.float64)
+        return np.asarray(dist.norm_sf(q - shift) + dist.norm_cdf(-q - shift), dtype=np.float64)
     df = np.maximum(trials - 1, 1)
-    nct = _scipy_stats.nct
-    power = nct.sf(q, df, shift) + nct.cdf(-q, df, shift)
+    power = dist.nct_sf(q, df, shift) + dist.nct_cdf(-q, df, shift)
     return np.asarray(np.where(trials >= 2, power, 0.0), dtype=np.float64)
 
 
@@ -313,7 +311,7 @@ def trials_needed(
     _validate_test(test)
     if not (math.isfinite(threshold) and threshold != 0):
         raise ValueError(f"threshold must be a finite non-zero effect, got {threshold}")
-    z_total = float(_scipy_stats.norm.ppf(1 - alpha / 2) + _scipy_stats.norm.ppf(power))
+    z_total = float(dist.norm_ppf(1 - alpha / 2) + dist.norm_ppf(power))
     guess = max(1, math.ceil((z_total * sd_per_trial / abs(threshold)) ** 2))
     if guess > max_trials:
         raise ValueError(

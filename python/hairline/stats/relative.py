@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sps
 
+from hairline.stats import dist
 from hairline.stats._modelkit import FloatArray, warn_degenerate
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
 
@@ -132,7 +132,7 @@ def relative_effect(
         df = variance**2 / denominator if denominator > 0 else float(n_a + n_b - 2)
     se = math.sqrt(max(variance, 0.0))
     effect = mean_b / mean_a - 1.0
-    half = float(sps.t.ppf(1.0 - alpha / 2.0, df)) * se
+    half = float(dist.t_ppf(1.0 - alpha / 2.0, df)) * se
     return RelativeEffect(
         effect, se, (effect - half, effect + half), df, mean_a, mean_b, n_a, n_b, paired
     )
@@ -194,7 +194,7 @@ def check_sample_size(values: FloatArray, *, n: int | None = None) -> SampleSize
     count = len(values) if n is None else n
     if len(values) < 3 or float(np.var(values)) == 0.0:
         return SampleSizeCheck(math.nan, 0, count, None)
-    skewness = float(sps.skew(values, bias=True))
+    skewness = dist.skew(values)
     if not math.isfinite(skewness):
         # scipy returns NaN when the values are equal up to rounding
         return SampleSizeCheck(math.nan, 0, count, None)

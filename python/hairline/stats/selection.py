@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats as sps
 
+from hairline.stats import dist
 from hairline.stats.citest import aa_differences
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
 from hairline.stats.models import PAPER_MODELS, list_models, model_info, per_trial_fallback
@@ -114,10 +114,10 @@ def _fpr_bounds(false_positives: int, n_runs: int, alpha: float) -> tuple[float,
         1.0
         if false_positives >= n_runs
         else float(
-            sps.beta.ppf(1.0 - _FPR_TEST_LEVEL, false_positives + 1, n_runs - false_positives)
+            dist.beta_ppf(1.0 - _FPR_TEST_LEVEL, false_positives + 1, n_runs - false_positives)
         )
     )
-    p_excess = float(sps.binom.sf(false_positives - 1, n_runs, alpha))
+    p_excess = dist.binom_sf(false_positives - 1, n_runs, alpha)
     return upper, p_excess >= _FPR_TEST_LEVEL
 
 
@@ -187,8 +187,8 @@ def evaluate_model(
     false_positives = int(np.count_nonzero(p_aa < alpha))
     upper, consistent = _fpr_bounds(false_positives, n_runs, alpha)
     detected = (p_ab < alpha) & (effect_ab > 0)
-    z_alpha = float(sps.norm.ppf(1.0 - alpha / 2.0))
-    z_power = float(sps.norm.ppf(power))
+    z_alpha = float(dist.norm_ppf(1.0 - alpha / 2.0))
+    z_power = float(dist.norm_ppf(power))
     standard_error = float(np.median(half_widths)) / z_alpha
     return ModelScore(
         model=name,

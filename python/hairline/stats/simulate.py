@@ -25,8 +25,8 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
+from hairline.stats import dist
 from hairline.stats.data import MetricSample
 from hairline.stats.designs import Design, Schedule, VarianceComponents, schedule
 
@@ -47,7 +47,7 @@ FloatArray = NDArray[np.float64]
 def in_binomial_band(hits: int, n: int, rate: float, *, confidence: float = 0.999) -> bool:
     """Whether ``hits`` of ``n`` simulated runs is within the central ``confidence`` range
     of Binomial(n, rate): how a simulated false-positive rate or coverage is checked."""
-    lo, hi = sps.binom.interval(confidence, n, rate)
+    lo, hi = dist.binom_interval(confidence, n, rate)
     return bool(lo <= hits <= hi)
 
 

@@ -28,8 +28,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
+from hairline.stats import dist
 from hairline.stats.models import per_trial_fallback
 from hairline.stats.trialcore import per_trial_decision
 from hairline.stats.verdict import REGRESSION, classify
@@ -124,8 +124,8 @@ def verdict_power(
 def _guess(sd: float, threshold: float, effect: float, alpha: float, power: float) -> int:
     """The normal approximation: significant with ``power``, and the estimate past the
     threshold with ``power``; the larger of the two counts."""
-    z_power = float(sps.norm.ppf(power))
-    significant = ((float(sps.norm.ppf(1 - alpha / 2)) + z_power) * sd / effect) ** 2
+    z_power = float(dist.norm_ppf(power))
+    significant = ((float(dist.norm_ppf(1 - alpha / 2)) + z_power) * sd / effect) ** 2
     margin = effect - threshold
     beyond = (z_power * sd / margin) ** 2 if margin > 0 else 0.0
     return max(2, math.ceil(max(significant, beyond)))

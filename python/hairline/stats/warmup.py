@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.signal import lfilter
 
+from hairline.stats import dist
 from hairline.stats._modelkit import FloatArray, warn_degenerate
 from hairline.stats.data import MetricSample
 
@@ -84,7 +84,7 @@ def ema(values: FloatArray, *, span: int) -> FloatArray:
     """The bias-corrected exponential moving average with smoothing 2/(span + 1)."""
     x = np.asarray(values, dtype=np.float64)
     a = 2.0 / (span + 1.0)
-    raw = lfilter([a], [1.0, -(1.0 - a)], x)
+    raw = dist.ema_filter(x, a)
     weights = 1.0 - (1.0 - a) ** np.arange(1, len(x) + 1)
     smoothed: FloatArray = raw / weights
     return smoothed

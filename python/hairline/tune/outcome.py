@@ -10,10 +10,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from scipy.stats import norm
-
 from hairline.lab.analysis import MetricAnalysis
 from hairline.lab.results import load_analysis
+from hairline.stats import dist
 from hairline.store.db import Store
 from hairline.store.models import Experiment
 from hairline.tune.config import LimitTable, TuningSpec
@@ -96,7 +95,7 @@ def _observation(spec: TuningSpec, found: MetricAnalysis, alpha: float) -> Found
     se = None
     if low is not None and high is not None:
         # The interval is the model's at level alpha: its half-width over z is the SE.
-        se = (high - low) / (2 * float(norm.ppf(1 - alpha / 2)))
+        se = (high - low) / (2 * float(dist.norm_ppf(1 - alpha / 2)))
     value = None if effect is None else (effect if spec.higher_is_better else -effect)
     return Found(
         status="done",

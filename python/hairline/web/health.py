@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as sps
+from hairline.stats import dist
 
 __all__ = [
     "BAND_CONFIDENCE",
@@ -72,7 +72,7 @@ def binomial_band(
         return (0, 0)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
-    low, high = sps.binom.interval(confidence, runs, alpha)
+    low, high = dist.binom_interval(confidence, runs, alpha)
     return (int(low), int(high))
 
 

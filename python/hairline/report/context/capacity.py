@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from hairline.report.context.model import ExperimentReport
+from hairline.stats import dist
 
 __all__ = ["ArmCapacity", "arm_capacities", "capacity_text"]
 
@@ -38,7 +38,7 @@ def arm_capacities(report: ExperimentReport) -> tuple[ArmCapacity, ...]:
         half = math.nan
         if knees.size > 1:
             sem = float(knees.std(ddof=1)) / math.sqrt(knees.size)
-            half = float(stats.t.ppf(0.975, knees.size - 1)) * sem
+            half = float(dist.t_ppf(0.975, knees.size - 1)) * sem
         out.append(ArmCapacity(arm, mean, mean - half, mean + half, int(knees.size)))
     return tuple(out)
 

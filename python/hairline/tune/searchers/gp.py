@@ -23,10 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from scipy.linalg import cho_solve, solve_triangular
-from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Kernel, Matern
+
+from hairline.stats import dist
 
 __all__ = ["Posterior", "fit", "noisy_expected_improvement"]
 
@@ -132,6 +133,6 @@ def noisy_expected_improvement(
     mean = mu_c[:, None] + gain @ (draws - mu_o[:, None])
     sd = np.sqrt(np.maximum(var_c - np.sum(gain * cov_co, axis=1), 1e-12))[:, None]
     z = (mean - draws.max(axis=0)[None, :]) / sd
-    ei = sd * (z * norm.cdf(z) + norm.pdf(z))
+    ei = sd * (z * dist.norm_cdf(z) + dist.norm_pdf(z))
     result: FloatArray = ei.mean(axis=1)
     return result
