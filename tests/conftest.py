@@ -33,6 +33,7 @@ import pytest
 
 from hairline import engine
 from hairline.errors import EngineError
+from hairline.kit.ports import free_port
 from hairline.kit.procs import stop_process
 from hairline.store.db import Store, open_store
 
@@ -255,11 +256,7 @@ def postgres_server() -> Iterator[PostgresServer]:
          "--auth=trust", "-E", "UTF8", "--no-sync"],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [*as_user, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
          "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={data}",
@@ -456,16 +453,12 @@ def ray_cluster(postgres_server: PostgresServer, engine_path: Path) -> Iterator[
     """One Ray cluster for the session (tests restart only the nodes they kill), with
     token authentication on: the token in a file only its owner may read."""
     pytest.importorskip("ray", reason="Ray is not installed (make build installs it)")
-    import socket
-
     # Ray's socket paths live under the node folders: keep them short.
     root = Path(tempfile.mkdtemp(prefix="hlray-", dir="/tmp"))
     token = root / "token"
     token.write_text(os.urandom(32).hex())
     token.chmod(0o600)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "HAIRLINE_ENGINE": str(engine_path), "RAY_AUTH_MODE": "token",
            "RAY_AUTH_TOKEN_PATH": str(token)}  # fmt: skip
     env.pop("RAY_AUTH_TOKEN", None)

@@ -22,6 +22,7 @@ import pytest
 
 from hairline.arms.egress import EgressProxy, EgressSpec, EgressStats
 from hairline.errors import ArmFailed
+from hairline.kit.ports import free_port
 
 
 class Downstream(ThreadingHTTPServer):
@@ -85,13 +86,6 @@ def request(
         return response.status, response.read()
     finally:
         conn.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def gone(pid: int) -> bool:

@@ -9,7 +9,6 @@ HTTP requests by the standard library, and the sample service's submission files
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -71,13 +70,6 @@ def http(
     text = raw.decode()
     kind = got.get("content-type", "")
     return status, json.loads(text) if "json" in kind and text else text, got
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def service_toml(start: str = START, *, name: str = SERVICE, extra: str = "") -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -32,6 +31,7 @@ from hairline.arms.isolation import ArmIsolation
 from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import ArmFailed
+from hairline.kit.ports import free_port
 from hairline.kit.procs import child_setup
 
 __all__ = ["ArmSpec", "LocalArm", "free_port", "wait_http_ok"]
@@ -46,13 +46,6 @@ class ArmSpec:
     health_path: str = "/healthz"
     cwd: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http_ok(

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Self
 
 from hairline.errors import HairlineError
+from hairline.kit.ports import free_port
 from hairline.kit.procs import child_setup, stop_process
 
 __all__ = [
@@ -147,11 +148,3 @@ def start_haproxy(haproxy: Path, folder: Path, config: str, port: int) -> subpro
         f"(exit status {proc.poll()}): {text.strip()[-2000:]}",
         hint=f"run `{haproxy} -c -f {path}` to check it",
     )
-
-
-def free_port() -> int:
-    # HAProxy refuses `bind :0`; a port the kernel just gave out is free for a moment.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
