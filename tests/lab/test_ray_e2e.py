@@ -420,6 +420,9 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_its_arms_die_with_it(
     finally:
         if first.poll() is None:
             first.kill()
+            first.wait()
+        if first.stdout is not None:
+            first.stdout.close()
     # Its driver dies with it, Ray kills the driver's actors, and each arm its actor's.
     assert_no_arm_left(marker, within_s=10.0)
     deadline = time.monotonic() + 180

@@ -185,3 +185,6 @@ def test_route_fleet_leaves_nothing_behind_after_sigterm(engine_path: Path, tmp_
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
