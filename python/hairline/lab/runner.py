@@ -500,6 +500,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         "cgroup_fallback": fallback,
         "wall_s": wall_s,
         "steal_ms": {str(c): ms for c, ms in stolen_ms.items()},
+        "engine_cpus": sorted(plan.harness_cpus),
         "engine_scheduling": measured.raw.get("scheduling"),
     }
     if isolation:

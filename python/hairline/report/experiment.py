@@ -64,6 +64,20 @@ def _load_summaries(runs: Path, records: list[dict[str, Any]]) -> dict[str, dict
     return summaries
 
 
+def _engine_steal_ms(records: list[dict[str, Any]]) -> dict[str, float]:
+    """The hypervisor's steal on the engine's CPUs in each accepted batch attempt (the most
+    of any of them), where the record says which CPUs those were."""
+    steal: dict[str, float] = {}
+    for record in records:
+        cpus, stolen = record.get("engine_cpus"), record.get("steal_ms")
+        if not record.get("accepted") or "summary" not in record or not cpus or not stolen:
+            continue
+        on_engine = [float(stolen[str(c)]) for c in cpus if str(c) in stolen]
+        if on_engine:
+            steal[str(record["summary"]).removesuffix(".json")] = max(on_engine)
+    return steal
+
+
 def _capacity_curves(runs: Path, records: list[dict[str, Any]]) -> tuple[CapacityCurve, ...]:
     """Each arm's search in each accepted capacity batch (lab/capacity.py's files)."""
     curves: list[CapacityCurve] = []
@@ -313,5 +327,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         notes=why_notes(config.suggest.why if config.suggest else None)
         + host_notes(tuple(hosts.values()), arm_classes=arm_classes)
         + measurement_notes(records, trial_notes, calibration)
-        + load_notes(_load_summaries(artifacts / "runs", records)),
+        + load_notes(
+            _load_summaries(artifacts / "runs", records), engine_steal_ms=_engine_steal_ms(records)
+        ),
     )

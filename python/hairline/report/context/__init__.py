@@ -18,7 +18,13 @@ from hairline.report.context.model import (
     ExperimentReport,
     HostReport,
 )
-from hairline.report.context.notes import host_notes, load_notes, overlap_notes, trials_text
+from hairline.report.context.notes import (
+    host_notes,
+    late_ticks_steal_explains,
+    load_notes,
+    overlap_notes,
+    trials_text,
+)
 from hairline.report.context.text import (
     Headline,
     Status,
@@ -52,6 +58,7 @@ __all__ = [
     "experiment_json",
     "headline",
     "host_notes",
+    "late_ticks_steal_explains",
     "load_notes",
     "metric_trials",
     "number_text",
