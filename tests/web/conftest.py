@@ -34,13 +34,13 @@ from weblab import (
     START,
     WebLab,
     experiment_toml,
-    free_port,
     stop,
     submission,
     wait_ended,
     wait_healthy,
 )
 
+from hairline.kit.ports import free_port
 from hairline.store.db import open_store
 from hairline.web.auth import create_token
 
