@@ -49,12 +49,10 @@ def free_port(host: str = "127.0.0.1", *, ephemeral: tuple[int, int] | None = No
     """A port on ``host`` that binds now and lies outside the ephemeral range (any free
     port if the range leaves none outside it)."""
     low, high = ephemeral or ephemeral_range()
-    outside = [(_FLOOR, low - 1), (high + 1, _TOP)]
-    spans = [(a, b) for a, b in outside if b >= a]
-    sizes = [b - a + 1 for a, b in spans]
-    for _ in range(_ATTEMPTS if spans else 0):
-        a, _b = _RANDOM.choices(spans, weights=sizes)[0]
-        port = a + _RANDOM.randrange(sizes[spans.index((a, _b))])
+    below, above = max(0, low - _FLOOR), max(0, _TOP - high)  # ports outside, each side
+    for _ in range(_ATTEMPTS if below + above else 0):
+        i = _RANDOM.randrange(below + above)
+        port = _FLOOR + i if i < below else high + 1 + (i - below)
         if _bindable(host, port):
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
