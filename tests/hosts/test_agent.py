@@ -96,6 +96,14 @@ def test_a_worker_node_joins_the_head_blocking_with_its_address_labels_and_temp_
     assert not any("token" in word.lower() for word in command + head)
 
 
+def test_a_head_port_among_rays_worker_ports_is_refused_before_ray_is_started() -> None:
+    with pytest.raises(ConfigError, match="16840 lies in Ray's worker port range") as caught:
+        spec(head_address=None, head_port=16840)
+    assert "--port 6379" in (caught.value.hint or "")
+    # A worker node's --port is unused: only the head listens on it.
+    assert spec(head_port=16840).head_port == 16840
+
+
 def test_the_server_type_is_the_firmware_product_name_or_unknown(tmp_path: Path) -> None:
     assert server_type(tmp_path) == "unknown"
     dmi = tmp_path / "sys/class/dmi/id"

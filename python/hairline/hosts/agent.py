@@ -35,6 +35,7 @@ from hairline.kit import cpulist
 from hairline.kit.secretfiles import check_private
 
 __all__ = [
+    "RAY_WORKER_PORTS",
     "AgentSpec",
     "host_names",
     "label_value",
@@ -116,6 +117,11 @@ def host_names(name: str, host_cpus: Sequence[Sequence[int]]) -> list[str]:
     ]
 
 
+# The ports a Ray node hands its workers (``ray start``'s default --min/--max-worker-port);
+# no other component of the node may take one.
+RAY_WORKER_PORTS = (10_002, 19_999)
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     """What ``hairline agent start`` was asked for, checked."""
@@ -130,6 +136,15 @@ class AgentSpec:
     server_type: str = "unknown"
     head_port: int = 6379
     temp_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        low, high = RAY_WORKER_PORTS
+        if self.head_address is None and low <= self.head_port <= high:
+            raise ConfigError(
+                f"--port {self.head_port} lies in Ray's worker port range {low}-{high}, and "
+                "the head would refuse to start",
+                hint="choose a port outside it, e.g. --port 6379 (the default)",
+            )
 
     @property
     def hosts(self) -> list[str]:

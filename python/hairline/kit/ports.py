@@ -7,7 +7,7 @@ the child's own bind, any ``connect()`` may be given the same port, and the chil
 fails with "address in use". That failed a full suite run on 2026-11-28 (a routing fleet's
 instance, while the engine opened connections to the other arm). The kernel never hands out
 a port outside the range, so one is chosen at random there and checked to bind now. Two
-choosers can still pick the same port at once; at random among 22,000 that is rare, and the
+choosers can still pick the same port at once; at random among 17,000 that is rare, and the
 child says clearly that its port is taken.
 """
 
@@ -20,8 +20,11 @@ from pathlib import Path
 __all__ = ["free_port"]
 
 _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-# Below this, well-known and registered services (and root-only ports below 1024).
-_FLOOR = 10_000
+# Below this: well-known and registered services, root-only ports below 1024, and Ray's
+# default worker ports (10002-19999), which every Ray node hands its workers to bind. A head
+# started on 16840 by the suite failed at once there ("worker_ports is trying to use a port
+# number 16840", CI, 2026-11-28), and an arm's port in that range can be taken by a worker.
+_FLOOR = 20_000
 _TOP = 65_535
 _ATTEMPTS = 200
 _RANDOM = random.SystemRandom()
