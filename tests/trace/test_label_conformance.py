@@ -1,6 +1,6 @@
 """The label rule conformance suite, tests/data/label_rules.json, against the importer's
 rules (:mod:`hairline.trace.labels`). The recorder runs the same file
-(engine/tests/label_rules.rs), so both read every rule alike."""
+(engine/tests/it/label_rules.rs), so both read every rule alike."""
 
 from __future__ import annotations
 
