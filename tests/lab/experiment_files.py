@@ -42,7 +42,7 @@ _SERVICE = {
     "counters": ["sample_downstream_reads_total"],
 }
 _THRESHOLDS = {"cpu_ns_per_request": "2%", "anon_memory_bytes": "5%"}
-_LOAD = {"rate_per_s": 300, "duration_s": 1.5, "warmup_duration_s": 0.5}
+_LOAD = {"rate_per_s": 300, "duration_s": 1.0, "warmup_duration_s": 0.3}
 _DESIGN = {"trials": 3}
 
 
