@@ -1,9 +1,9 @@
 """`hairline bisect` end to end: a git repository of eight commits of a small service, the
-fifth of which adds 20% CPU per request, bisected by real experiments on this machine.
+fifth of which doubles the CPU work of a request, bisected by real experiments on this machine.
 
 The service in the repository is the sample service started by ``app/serve.sh``, which
 appends ``--regress-cpu`` with the number in ``app/regress.txt``: "0.0" in commits 1 to 4,
-"0.20" from commit 5. Every commit also changes ``app/VERSION``, so each revision is its own
+"1.0" from commit 5. Every commit also changes ``app/VERSION``, so each revision is its own
 build (the cache key is the tree's content).
 """
 
@@ -27,7 +27,7 @@ SERVE = """#!/bin/sh
 here=$(cd "$(dirname "$0")" && pwd)
 exec "$@" --regress-cpu "$(cat "$here/regress.txt")"
 """
-CULPRIT = 5  # the commit (1-based) that adds 20% CPU per request
+CULPRIT = 5  # the commit (1-based) that doubles the CPU work of a request
 
 
 def git(repo: Path, *args: str) -> str:
@@ -51,7 +51,7 @@ def eight_commits(repo: Path) -> list[str]:
     commits = []
     for number in range(1, 9):
         (app / "VERSION").write_text(f"{number}\n")
-        (app / "regress.txt").write_text("0.20\n" if number >= CULPRIT else "0.0\n")
+        (app / "regress.txt").write_text("1.0\n" if number >= CULPRIT else "0.0\n")
         git(repo, "add", "app")
         subject = "add a cache miss on every request" if number == CULPRIT else "tidy up"
         git(repo, "commit", "--quiet", "-m", f"commit {number}: {subject}")
@@ -66,33 +66,29 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
     """Four experiments: commit 4 against the good commit 1 (no change), 6 and then 5 against 1
     (regression), and the confirmation of 5 against its parent 4.
 
-    False failure: about 1e-6 at this VM's noise, 1e-3 at a third more. The step that sees
-    no change must read "no change", its 95% interval inside +/-10%. An unchanged pair
-    reached +/-3.8% at four trials (docs/bisect.md), a per-trial sd of about 2.2%. With
-    five trials the interval is a paired t on 4 degrees of freedom; over 2,000,000
-    simulated steps of normal trials (seed 1, 2026-11-28) it reached past +/-10% in
-    5e-7 of them at a per-trial sd of 2.2% and 1e-3 at 3.0%. With three trials, as
-    before, that was 7% at 2.2% (a fifth experiment, and this test failed). The three
-    regression steps are safe: the 20% change reads about 15-17% (10% read 7.4-8.7%,
-    docs/bisect.md) against the 10% threshold, 4 standard errors of a five-trial mean
-    above it at 3.0%. Restoring a 10% change needs a lower threshold and so a tighter
-    interval than this machine's noise gives in a test's time (the precision issue)."""
+    False failure: under 1e-6 at this VM's noise, 3e-4 at twice it. The step that sees no
+    change must read "no change", its 95% interval inside +/-30%; with four trials that is
+    a paired t on 3 degrees of freedom. Over 2,000,000 simulated steps of normal trials
+    (seed 1, 2026-11-28) the interval reached past +/-30% in none at a per-trial sd of 3.2%
+    (what this test's unchanged step read: +1.7% [-3.3%, +6.8%]), 7e-5 at 6% and 2.6e-4 at
+    6.4%. The regression steps are safe: doubled work read +71% to +72% (intervals under
+    +/-4%) against the 30% threshold, tens of standard errors above it. How small a change a bisection finds is a benchmark's
+    question (docs/bisect.md: 10% with a 4% threshold), not this test's: it checks the
+    bisection, and buys its speed with a change that needs few trials to see."""
     repo = tmp_path / "repo"
     commits = eight_commits(repo)
     git_arm = {"git": "main", "repo": str(repo)}
-    # 2,500/s keeps CPU per request steady (test_lab_e2e.py: at 800/s a 10% change once read
-    # as inconclusive). With five trials an A/A pair's interval reaches about +/-3%: a 20%
-    # change and a 10% threshold leave room on both sides, so that no step is inconclusive
-    # and repeated (a fifth experiment). This tests the bisection, not the statistics'
-    # power (tests/lab/test_lab_e2e.py finds 10%), so it buys its speed with a larger change.
+    # 1,000/s for 1 s a batch: doubled work at 2,500/s spoiled batches beside the engine
+    # (tests/lab/test_ray_e2e.py), and the 30% threshold leaves room for the noise of short
+    # batches on both sides.
     path = write_experiment(
         tmp_path / "exp",
         tag="bisect",
         arms={"A": git_arm, "B": git_arm},
-        load={"rate_per_s": 2500, "duration_s": 1.5, "warmup_duration_s": 1.0},
-        design={"trials": 5},
+        load={"rate_per_s": 1000, "duration_s": 1.0, "warmup_duration_s": 0.5},
+        design={"trials": 4},
         service={"build": {"artifact": "app"}},
-        thresholds={"cpu_ns_per_request": "10%"},
+        thresholds={"cpu_ns_per_request": "30%"},
         wrap="sh {artifact}/serve.sh {command}",
     ).path
     home = tmp_path / "home"
@@ -108,7 +104,7 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
     assert result["experiments"] == len(result["steps"]) <= 4
     last = result["steps"][-1]
     assert last["candidate"]["commit"] == commits[CULPRIT - 1]
-    assert last["verdict"] == "regression" and last["effect_rel"] > 0.1
+    assert last["verdict"] == "regression" and last["effect_rel"] > 0.3
     assert "commit 5: add a cache miss" in out_md.read_text()
     assert "bisect: step 1 (search)" in done.stdout
 
