@@ -13,7 +13,7 @@ read), "other-submit" (team other, submit); the sample service's start command
 ``web_runs`` submits a sample-service A/B whose candidate does 10% more CPU work per
 request, and an A/A, through the API as team demo, and waits until both have ended:
 ``web_runs["regression"]`` and ``web_runs["aa"]`` are their ids. Both fixtures are shared by
-the whole session (each experiment costs ~40 s on a 2-CPU machine); both subprocesses are
+the whole session (each experiment costs ~15 s on a 2-CPU machine); both subprocesses are
 stopped at the end.
 
 The helpers live in weblab.py, not here: tests elsewhere import the root conftest by its
@@ -101,7 +101,8 @@ def web_runs(web_lab: WebLab) -> dict[str, int]:
     # The pages and the gate are tested here, not power: the A/A at alpha 0.0005 (it is
     # flagged at a rate of alpha by design, and the gate fails on any of its two deciding
     # metrics: at most 1e-3 in all), the regression 30%, far past the 2% threshold and the
-    # interval of 4 trials (about +/-3% at 1,500/s on a 2-vCPU VM).
+    # interval of 4 trials (it read +22.7% [+21.7%, +23.6%] at 1,500/s for 1 s a batch on a
+    # 2-vCPU VM, 2026-11-28).
     bodies = {
         "regression": submission(experiment_toml(b_args='args = ["--regress-cpu", "0.30"]')),
         "aa": submission(experiment_toml(trials=3, alpha=0.0005), kind="aa"),

@@ -108,7 +108,7 @@ def test_a_running_experiments_progress_changes_on_screen_without_a_reload(
     chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
 ) -> None:
     """False failure: about 1e-4 (not measured): each wait has 240 s for a 3-trial experiment of
-    about 40 s on this machine (tests/web/conftest.py); its verdict is not checked."""
+    about 15 s on this machine (tests/web/conftest.py); its verdict is not checked."""
     status, answer, _ = web_lab.request(
         "POST", "/api/v1/experiments", token="demo-submit",
         body=submission(experiment_toml(trials=3)),
