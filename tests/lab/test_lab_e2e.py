@@ -127,7 +127,7 @@ def test_an_aa_experiment_is_not_flagged_and_becomes_history(
         tmp_path / "aa",
         tag="aa",
         arms=REGRESSED_B,
-        load={"rate_per_s": 800, "duration_s": 2.0},
+        load={"rate_per_s": 800, "duration_s": 1.0},
         design={"trials": 4},
         analysis={"alpha": 0.0005},
     ).path
