@@ -7,6 +7,7 @@ stdout, for scripts. docs/traffic.md is the guide.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -308,7 +309,10 @@ def stats_(file: Path, bucket_s: float | None, top: int, json_path: Path | None)
     parsed = read_trace(file)
     stats = trace_stats(parsed.requests, bucket_s=bucket_s)
     # Built only when asked for: with a label per request it is most of the work.
-    payload = {"trace": str(file), **_asdict(stats)} if json_path is not None else None
+    # Its fields as they are: _emit makes the payload plain once (twice was 3 s more of 8 s
+    # for a trace with 70,000 labels).
+    fields = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)}
+    payload = {"trace": str(file), **fields} if json_path is not None else None
     _emit(json_path, payload, lambda out: _print_stats(stats, file, out, top=top))
 
 

@@ -197,35 +197,50 @@ def _loads(text: str) -> Json:
 
 def _json_value_problem(value: Json) -> str | None:
     """What serde_json would refuse in an already parsed value, or ``None``."""
-    stack: list[tuple[Json, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                return "a lone UTF-16 surrogate in a string"
-        elif isinstance(item, bool) or item is None:
-            continue
-        elif isinstance(item, int):
-            # serde_json would read a larger integer as a float: not the value written.
-            if not _I64_MIN <= item <= _U64_MAX:
-                return f"integer {item} is outside the 64-bit range"
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return "NaN and infinities are not JSON numbers"
-        elif isinstance(item, dict | list):
-            if depth > _MAX_DEPTH:
-                return "recursion limit exceeded"
-            if isinstance(item, dict):
-                for k, v in item.items():
-                    if not isinstance(k, str):
-                        return "object keys must be strings"
-                    stack.append((k, depth))
-                    stack.append((v, depth + 1))
-            else:
-                stack.extend((v, depth + 1) for v in item)
-        else:
-            return f"{type(item).__name__} is not a JSON value"
-    return None
+    return _problem_in(value, 1)
+
+
+def _problem_in(item: Json, depth: int) -> str | None:
+    # Exact types first: every request is checked on reading and on writing, and this walk
+    # was a quarter of importing a large log (isinstance on each value, a tuple per key).
+    # Recursion stops at _MAX_DEPTH, far inside Python's own limit.
+    kind = type(item)
+    if kind is str:
+        # isascii() is a flag read; most strings are ASCII and need no search.
+        if item.isascii() or not _SURROGATE.search(item):  # type: ignore[union-attr]
+            return None
+        return "a lone UTF-16 surrogate in a string"
+    if kind is dict:
+        if depth > _MAX_DEPTH:
+            return "recursion limit exceeded"
+        for k, v in item.items():  # type: ignore[union-attr]
+            if not isinstance(k, str):
+                return "object keys must be strings"
+            problem = _problem_in(k, depth) or _problem_in(v, depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if kind is list:
+        if depth > _MAX_DEPTH:
+            return "recursion limit exceeded"
+        for v in item:  # type: ignore[union-attr]
+            problem = _problem_in(v, depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if item is None or isinstance(item, bool):
+        return None
+    if isinstance(item, int):
+        # serde_json would read a larger integer as a float: not the value written.
+        return (
+            None if _I64_MIN <= item <= _U64_MAX else f"integer {item} is outside the 64-bit range"
+        )
+    if isinstance(item, float):
+        return None if math.isfinite(item) else "NaN and infinities are not JSON numbers"
+    if isinstance(item, str | dict | list):  # subclasses: walked as their base is
+        base: type = str if isinstance(item, str) else dict if isinstance(item, dict) else list
+        return _problem_in(base(item), depth)
+    return f"{type(item).__name__} is not a JSON value"
 
 
 def _is_u64(value: Json) -> bool:
