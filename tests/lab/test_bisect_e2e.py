@@ -72,9 +72,10 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
     (seed 1, 2026-11-28) the interval reached past +/-30% in none at a per-trial sd of 3.2%
     (what this test's unchanged step read: +1.7% [-3.3%, +6.8%]), 7e-5 at 6% and 2.6e-4 at
     6.4%. The regression steps are safe: doubled work read +71% to +72% (intervals under
-    +/-4%) against the 30% threshold, tens of standard errors above it. How small a change a bisection finds is a benchmark's
-    question (docs/bisect.md: 10% with a 4% threshold), not this test's: it checks the
-    bisection, and buys its speed with a change that needs few trials to see."""
+    +/-4%) against the 30% threshold, tens of standard errors above it. How small a
+    change a bisection finds is a benchmark's question (docs/bisect.md: 10% with a 4%
+    threshold), not this test's: it checks the bisection, and buys its speed with a change
+    that needs few trials to see."""
     repo = tmp_path / "repo"
     commits = eight_commits(repo)
     git_arm = {"git": "main", "repo": str(repo)}
