@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import click
+from click.testing import CliRunner
 
 from hairline.cli import main
 from hairline.cli._base import load_all_commands
@@ -75,3 +76,18 @@ def test_no_command_imports_scipy_stats_or_scipy_signal() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_every_db_option_refuses_a_password_and_says_where_one_goes() -> None:
+    """A password on a command line is in `ps` for every user; each --db says so, and the
+    message shows the URL with the password hidden."""
+    load_all_commands()
+    url = "postgresql://lab:s3cret@db.internal/hairline"
+    with_db = [name for name, options in commands(main).items() if "--db" in options]
+    assert {"run", "status", "lab process", "agent start", "serve"} <= set(with_db)
+    for name in with_db:
+        words = [*name.split(), "--db", url]
+        result = CliRunner().invoke(main, words)
+        assert result.exit_code == 2, (name, result.output)
+        assert "--db postgresql://lab:***@db.internal/hairline: a password" in result.output, name
+        assert "HAIRLINE_DB_FILE" in result.output and "s3cret" not in result.output, name

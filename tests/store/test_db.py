@@ -107,3 +107,36 @@ def test_a_pooled_connection_the_server_closed_is_replaced_after_an_idle_pause(
         assert connection.scalar(select(Service.name)) == "after"
     killer.close()
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql+psycopg://lab:s3cret@db.internal:5432/hairline",
+         "postgresql+psycopg://lab:***@db.internal:5432/hairline"),
+        ("postgresql://lab@db.internal/hairline", "postgresql://lab@db.internal/hairline"),
+        ("sqlite:////var/lib/hairline/hairline.db", "sqlite:////var/lib/hairline/hairline.db"),
+        # Not a URL SQLAlchemy parses, and its password is still hidden.
+        ("not a scheme://lab:s3cret@host/db", "not a scheme://lab:***@host/db"),
+    ],
+)  # fmt: skip
+def test_a_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert db.url_shown(url) == shown
+    assert db.url_has_password(url) == ("s3cret" in url)
+
+
+def test_a_store_opened_from_a_private_file_shows_its_url_without_the_password(
+    tmp_path: Path,
+) -> None:
+    # Opening would connect; the URL's rendering needs only the Store.
+    engine = db.create_engine("postgresql+psycopg://lab:s3cret@127.0.0.1:1/hairline")
+    store = db.Store(url=str(engine.url.render_as_string(hide_password=False)), engine=engine,
+                     sessions=db.sessionmaker(engine), home=tmp_path)  # fmt: skip
+    assert store.shown_url == "postgresql+psycopg://lab:***@127.0.0.1:1/hairline"
+    assert "s3cret" not in store.shown_url
+
+
+def test_an_unparsable_url_is_named_without_its_password(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        open_store("nonsense://lab:s3cret@", home=tmp_path)
+    assert "s3cret" not in caught.value.message

@@ -13,12 +13,13 @@ from rich.markup import escape
 
 from hairline.errors import ConfigError
 from hairline.hosts.agent import ray_environment
-from hairline.store.db import DEFAULT_HOME
+from hairline.store.db import DEFAULT_HOME, url_has_password, url_shown
 
 __all__ = [
     "RUN_WAIT_S",
     "backend_options",
     "chosen_backend",
+    "db_option",
     "document_options",
     "esc",
     "progress_option",
@@ -38,13 +39,35 @@ def esc(text: str) -> str:
     return escape(text)
 
 
-def store_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option(
+def _db_without_password(
+    _ctx: click.Context, _param: click.Parameter, url: str | None
+) -> str | None:
+    if url is not None and url_has_password(url):
+        raise ConfigError(
+            f"--db {url_shown(url)}: a password on the command line is seen by every user of "
+            "this machine (ps, /proc) and kept in shell histories and CI logs",
+            hint="put the URL in a file only you can read (chmod 600) and set "
+            "HAIRLINE_DB_FILE to it, or set HAIRLINE_DB; or leave the password out of the "
+            "URL and give it to PostgreSQL's client in ~/.pgpass or PGPASSFILE",
+        )
+    return url
+
+
+def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--db URL`` (into ``db_url``): a URL without a password (those come from a file or
+    the environment)."""
+    return click.option(
         "--db",
         "db_url",
         metavar="URL",
-        help="Database URL (default $HAIRLINE_DB, else SQLite in --home).",
+        callback=_db_without_password,
+        help="Database URL, without a password (default $HAIRLINE_DB, or the URL in the file "
+        "$HAIRLINE_DB_FILE names, else SQLite in --home).",
     )(fn)
+
+
+def store_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = db_option(fn)
     return click.option(
         "--home",
         type=click.Path(file_okay=False, path_type=Path),

@@ -26,6 +26,7 @@ import click
 from rich.console import Console
 
 from hairline.cli._base import console, main
+from hairline.cli._options import db_option
 from hairline.errors import ConfigError, NodeLost
 from hairline.hosts.agent import (
     AgentSpec,
@@ -45,7 +46,6 @@ from hairline.hosts.registry import (
 from hairline.store.db import Store, open_store
 
 _DEFAULT_HOME = Path.home() / ".hairline-agent"
-_DB_HELP = "Database URL (default $HAIRLINE_DB, or the URL in the file $HAIRLINE_DB_FILE)."
 _HEARTBEAT_S = 30.0
 
 
@@ -90,7 +90,7 @@ def _default_cpus(
 @click.option("--housekeeping-cpus", "housekeeping_text", metavar="LIST",
               help="CPUs for Ray's daemons (default: those of no host).")  # fmt: skip
 @click.option("--node-ip", help="This node's IP address (default: the one facing the head).")
-@click.option("--db", "db_url", metavar="URL", help=_DB_HELP)
+@db_option
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=_DEFAULT_HOME,
               show_default=True, help="The agent's state, logs and artifact cache.")  # fmt: skip
 @click.option("--ray-temp-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -350,7 +350,7 @@ def _lost(
 @click.option("--force", is_flag=True,
               help="Stop even while an experiment holds a host (it re-runs that trial "
               "elsewhere).")  # fmt: skip
-@click.option("--db", "db_url", metavar="URL", help=_DB_HELP)
+@db_option
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=_DEFAULT_HOME,
               show_default=True)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True)

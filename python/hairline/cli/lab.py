@@ -82,9 +82,9 @@ def process(
     store = open_store(db_url, home=home)
     owner = new_owner("lab")
     if shown.json:
-        shown.emit("processor", owner=owner, db=store.url)
+        shown.emit("processor", owner=owner, db=store.shown_url)
     else:
-        out.print(f"processor {owner} on {esc(store.url)}")
+        out.print(f"processor {owner} on {esc(store.shown_url)}")
     steps = 0  # trials ended and experiments finished: each restarts the wait
 
     def on_event(event: Event) -> None:

@@ -159,7 +159,7 @@ def execute(
     what = "A/A" if kind == "aa" else "A/B"
     out.print(
         f"experiment [bold]{experiment_id}[/] ({what} of {esc(config.service.name)}) queued "
-        f"in {esc(store.url)}"
+        f"in {esc(store.shown_url)}"
     )
     shown.emit("queued", experiment=experiment_id, kind=kind, service=config.service.name)
     take_to_end(

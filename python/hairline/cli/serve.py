@@ -41,7 +41,7 @@ def serve(
 
     store = open_store(db_url, home=home)
     app = create_app(store, schedule_every_s=schedule_poll_s if schedule else None)
-    click.echo(f"hairline serve: http://{host}:{port}/ on {store.url}", err=True)
+    click.echo(f"hairline serve: http://{host}:{port}/ on {store.shown_url}", err=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level)
     finally:

@@ -152,7 +152,7 @@ def remove_schedule(store: Store, path: Path, *, clock: Clock = time.time) -> No
         row = session.scalar(select(AaSchedule).where(AaSchedule.experiment_file == resolved))
         if row is None:
             raise HairlineError(
-                f"{resolved} has no A/A schedule in {store.url}",
+                f"{resolved} has no A/A schedule in {store.shown_url}",
                 hint="`hairline lab schedule list` shows the scheduled files",
             )
         session.add(AuditEntry(at=clock(), actor="cli", action="aa.schedule.remove",

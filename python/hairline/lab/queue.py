@@ -73,7 +73,7 @@ def require_experiment(session: Session, store: Store, experiment_id: int) -> Ex
     row = session.get(Experiment, experiment_id)
     if row is None:
         raise HairlineError(
-            f"no experiment {experiment_id} in {store.url}",
+            f"no experiment {experiment_id} in {store.shown_url}",
             hint="`hairline status` lists the experiments",
         )
     return row

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +26,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from hairline.errors import ConfigError
 from hairline.kit.secretfiles import secret_from_env
 
-__all__ = ["DEFAULT_HOME", "SCHEMA_HEAD", "Store", "default_url", "open_store", "pairs"]
+__all__ = [
+    "DEFAULT_HOME",
+    "SCHEMA_HEAD",
+    "Store",
+    "default_url",
+    "open_store",
+    "pairs",
+    "url_has_password",
+    "url_shown",
+]
 
 DEFAULT_HOME = Path(".hairline")
 _MIGRATIONS = Path(__file__).parent / "migrations"
@@ -52,6 +62,28 @@ def default_url(home: Path = DEFAULT_HOME) -> str:
     return f"sqlite:///{(home / 'hairline.db').resolve()}"
 
 
+# "scheme://user:secret@": the password of a URL SQLAlchemy cannot parse, to hide it anyway.
+_PASSWORD = re.compile(r"(://[^/:@]*):[^/@]*@")
+
+
+def url_shown(url: str) -> str:
+    """``url`` as it may be printed, logged or sent: its password, if any, as ``***``. The
+    URL may come from a private file (``$HAIRLINE_DB_FILE``) whose point is that nobody else
+    reads the password; a CI log or a JSON event must not undo that."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return _PASSWORD.sub(r"\1:***@", url)
+
+
+def url_has_password(url: str) -> bool:
+    """Whether ``url`` carries a password."""
+    try:
+        return make_url(url).password is not None
+    except ArgumentError:
+        return _PASSWORD.search(url) is not None
+
+
 @dataclass
 class Store:
     """The database and where experiments keep their files."""
@@ -64,6 +96,11 @@ class Store:
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
+
+    @property
+    def shown_url(self) -> str:
+        """The URL with its password hidden: the one to print (:func:`url_shown`)."""
+        return url_shown(self.url)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Session]:
@@ -89,7 +126,7 @@ def open_store(url: str | None = None, *, home: Path = DEFAULT_HOME) -> Store:
         parsed = make_url(url)
     except ArgumentError:
         raise ConfigError(
-            f"--db {url!r} is not a database URL",
+            f"{url_shown(url)!r} is not a database URL",
             hint="use sqlite:///path/to/hairline.db or postgresql+psycopg://user@host/db",
         ) from None
     options: dict[str, Any] = {}
@@ -104,7 +141,7 @@ def open_store(url: str | None = None, *, home: Path = DEFAULT_HOME) -> Store:
     try:
         engine = create_engine(parsed, **options)
     except Exception as err:  # a missing driver, a bad option
-        raise ConfigError(f"--db {url!r}: {err}", hint="check the database URL") from None
+        raise ConfigError(f"{url_shown(url)!r}: {err}", hint="check the database URL") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
@@ -115,8 +152,7 @@ def open_store(url: str | None = None, *, home: Path = DEFAULT_HOME) -> Store:
     except OperationalError as err:
         engine.dispose()
         raise ConfigError(
-            f"cannot open the database {parsed.render_as_string(hide_password=True)}: "
-            f"{str(err.orig).strip()}",
+            f"cannot open the database {url_shown(url)}: {str(err.orig).strip()}",
             hint="check that the server runs and the URL (user, host, database) is right",
         ) from None
     return Store(

@@ -154,7 +154,7 @@ def load_run(store: Store, run_id: int) -> RunRow:
         row = session.get(TuningRun, run_id)
         if row is None:
             raise ConfigError(
-                f"there is no tuning run {run_id} in {store.url}",
+                f"there is no tuning run {run_id} in {store.shown_url}",
                 hint="`hairline tune list` shows the runs (use the same --db/--home)",
             )
         return _run_row(row)
@@ -168,7 +168,7 @@ def take_over(store: Store, run_id: int, spec: TuningSpec, *, clock: Clock = tim
         row = session.get(TuningRun, run_id, with_for_update=True)
         if row is None:
             raise ConfigError(
-                f"there is no tuning run {run_id} in {store.url}",
+                f"there is no tuning run {run_id} in {store.shown_url}",
                 hint="`hairline tune list` shows the runs",
             )
         current = _run_row(row)

@@ -262,7 +262,7 @@ def gate_of(store: Store, experiment_id: int) -> Gate:
         ).first()
         if row is None:
             raise HairlineError(
-                f"no experiment {experiment_id} in {store.url}",
+                f"no experiment {experiment_id} in {store.shown_url}",
                 hint="`hairline status` lists the experiments",
             )
         found = connection.execute(
