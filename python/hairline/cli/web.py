@@ -98,22 +98,31 @@ def service() -> None:
 @click.argument("name")
 @click.option("--start", "start", help="The service file's exact start command.")
 @click.option("--build", "build", help="The service file's exact [service.build] command.")
+@click.option("--env", "env_keys", multiple=True, metavar="KEY",
+              help="An environment key the service's submissions may set, beyond the default "
+              "allowlist (docs/dashboard.md). Repeatable.")  # fmt: skip
 def service_register(
-    db_url: str | None, home: Path, name: str, start: str | None, build: str | None
+    db_url: str | None,
+    home: Path,
+    name: str,
+    start: str | None,
+    build: str | None,
+    env_keys: tuple[str, ...],
 ) -> None:
     """Register a start and/or build command of service NAME, word for word as its file
-    writes it (placeholders unfilled): files submitted over the API may name these only."""
-    if start is None and build is None:
-        raise click.UsageError("give --start CMD, --build CMD or both")
+    writes it (placeholders unfilled), and environment keys: files submitted over the API
+    may name these only."""
+    if start is None and build is None and not env_keys:
+        raise click.UsageError("give --start CMD, --build CMD, --env KEY or several")
+    wanted = [("start", start), ("build", build), *(("env", key) for key in env_keys)]
     store = open_store(db_url, home=home)
     try:
-        for kind, command in (("start", start), ("build", build)):
+        for kind, command in wanted:
             if command is not None:
                 new = register_command(store, service=name, kind=kind, command=command,
                                        actor="cli")  # fmt: skip
-                click.echo(
-                    f"{kind} command of {name} " + ("registered" if new else "was registered")
-                )
+                what = f"environment key {command}" if kind == "env" else f"{kind} command"
+                click.echo(f"{what} of {name} " + ("registered" if new else "was registered"))
     finally:
         store.close()
 

@@ -187,7 +187,8 @@ class MetricOut(BaseModel):
 
 
 class CommandIn(BaseModel):
-    kind: Literal["start", "build"]
+    # "env": ``command`` is an environment key the service's submissions may set.
+    kind: Literal["start", "build", "env"]
     command: str = Field(min_length=1)
 
 

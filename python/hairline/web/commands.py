@@ -1,5 +1,6 @@
 """The commands an admin registered per service: the only start and build commands a
-service file submitted over the HTTP API may name.
+service file submitted over the HTTP API may name, and the environment keys its
+submissions may set beyond the default allowlist (web/submit.py's ``DEFAULT_ENV``).
 
 A command is kept as the exact text of the service file's ``start`` (or ``[service.build]
 command``), placeholders unfilled, and matched exactly: the API never runs what an admin
@@ -17,10 +18,12 @@ from sqlalchemy import select
 from hairline.errors import HairlineError
 from hairline.store.db import Store
 from hairline.store.models import AuditEntry, RegisteredCommand
+from hairline.web.submit import env_key_refused
 
 __all__ = ["COMMAND_KINDS", "Registered", "list_commands", "register_command", "registered_set"]
 
-COMMAND_KINDS = ("start", "build")
+# "env": the "command" is an environment key submissions of the service may set.
+COMMAND_KINDS = ("start", "build", "env")
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class Registered:
     """One registered command of a service."""
 
     service: str
-    kind: str  # "start" | "build"
+    kind: str  # "start" | "build" | "env"
     command: str
     registered_by: str
     created_at: float
@@ -49,6 +52,13 @@ def register_command(
         raise HairlineError(
             f"the {kind} command of {service!r} is empty",
             hint=f"pass the service file's exact {kind} command, e.g. --{kind} '...'",
+        )
+    if kind == "env" and env_key_refused(command):
+        raise HairlineError(
+            f"{command!r} cannot be allowed: it chooses which program runs or what it loads "
+            "(or is not an environment key)",
+            hint="allow keys that tune the service, e.g. --env WORKERS; a different program "
+            "or library is a different registered start command",
         )
     now = clock()
     with store.transaction() as session:

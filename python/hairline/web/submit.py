@@ -3,10 +3,11 @@ and read by the CLI's loader, then held to what the API allows.
 
 The API runs nothing an admin has not registered: the service's start and build commands
 must be registered for the service (web/commands.py), word for word; an arm's or the
-service's environment may not change which program runs or what it loads (``PATH``,
-``LD_*``, ``PYTHON*``, ...); every file an experiment names (service file, trace, an arm's
-folder or repository) must be inside its submission folder. Arm ``args`` are appended to
-the registered command as arguments, never read by a shell.
+service's environment may set only keys on an allowlist (:data:`DEFAULT_ENV`, and the keys an
+admin registered for the service), and never one that chooses which program runs or what
+it loads (``PATH``, ``LD_*``, ``PYTHON*``, ...); every file an experiment names (service
+file, trace, an arm's folder or repository) must be inside its submission folder. Arm
+``args`` are appended to the registered command as arguments, never read by a shell.
 
 Every problem is a :class:`~hairline.errors.ConfigError` whose ``problems`` name file, line
 and field: the loader's in one round, the ones about the service file in a second round
@@ -15,6 +16,7 @@ once it has been read (a command cannot be judged before the file parses).
 
 from __future__ import annotations
 
+import re
 import shutil
 import tomllib
 import uuid
@@ -28,10 +30,12 @@ from hairline.errors import ConfigError, Problem
 from hairline.lab.files import load_experiment_file
 
 __all__ = [
+    "DEFAULT_ENV",
     "EXPERIMENT_FILE",
     "MAX_FILES",
     "Accepted",
     "check_file_names",
+    "env_key_problem",
     "env_key_refused",
     "problems_of",
     "read_submission",
@@ -39,13 +43,29 @@ __all__ = [
 
 EXPERIMENT_FILE = "experiment.toml"
 MAX_FILES = 64
-# Variables that choose the program, its libraries or its interpreter's code: a submitted
-# file setting them would run something no admin registered.
-_REFUSED_ENV = frozenset(
-    {"PATH", "BASH_ENV", "ENV", "IFS", "NODE_OPTIONS", "RUBYOPT", "PERL5OPT", "PERL5LIB",
-     "JAVA_TOOL_OPTIONS", "GCONV_PATH"}
+# The environment keys any submitted experiment may set: each tunes a runtime (threads,
+# heap, time zone, logging) and none names a program, a library, a path searched for code
+# or options handed to a compiler or an interpreter. An allowlist, not a denylist: a list
+# of dangerous keys is never complete (BASH_FUNC_x%%, RUSTC_WRAPPER, GOFLAGS, CC,
+# MAKEFLAGS, _JAVA_OPTIONS, CLASSPATH, NODE_PATH, GIT_SSH_COMMAND and GLIBC_TUNABLES all got
+# past the old one). An admin adds a service's own keys (`hairline service register NAME
+# --env KEY`).
+DEFAULT_ENV = frozenset(
+    {"TZ", "LANG", "LC_ALL", "GOMAXPROCS", "GOGC", "GOMEMLIMIT", "MALLOC_ARENA_MAX",
+     "OMP_NUM_THREADS", "RAYON_NUM_THREADS", "TOKIO_WORKER_THREADS", "UV_THREADPOOL_SIZE",
+     "RUST_LOG", "RUST_BACKTRACE", "NODE_ENV"}
 )  # fmt: skip
-_REFUSED_ENV_PREFIXES = ("LD_", "DYLD_", "PYTHON")
+# Keys no admin may allow either: they choose the program, its libraries or its
+# interpreter's code, so allowing one would let every submitter run code of their own.
+_REFUSED_ENV = frozenset(
+    {"PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "NODE_OPTIONS", "NODE_PATH", "RUBYOPT",
+     "RUBYLIB", "PERL5OPT", "PERL5LIB", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+     "JDK_JAVA_OPTIONS", "CLASSPATH", "GCONV_PATH", "GLIBC_TUNABLES", "CC", "CXX", "LD",
+     "CFLAGS", "CXXFLAGS", "LDFLAGS", "RUSTFLAGS", "RUSTC", "RUSTC_WRAPPER", "GOFLAGS",
+     "MAKEFLAGS", "MFLAGS", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "HOME", "TMPDIR"}
+)  # fmt: skip
+_REFUSED_ENV_PREFIXES = ("LD_", "DYLD_", "PYTHON", "BASH_FUNC_", "CARGO_", "GIT_CONFIG")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REGISTER_HINT = "ask an admin to register it: `hairline service register {service} --{kind} '...'`"
 
 
@@ -58,8 +78,23 @@ class Accepted:
 
 
 def env_key_refused(key: str) -> bool:
+    """Whether ``key`` may never be set by a submission, even with an admin's leave."""
     upper = key.upper()
-    return upper in _REFUSED_ENV or upper.startswith(_REFUSED_ENV_PREFIXES)
+    return (
+        upper in _REFUSED_ENV
+        or upper.startswith(_REFUSED_ENV_PREFIXES)
+        or _ENV_KEY.fullmatch(key) is None
+    )
+
+
+def env_key_problem(key: str, allowed: frozenset[str]) -> str | None:
+    """Why a submission may not set ``key`` (``None`` when it may): ``allowed`` are the
+    keys an admin registered for the service, on top of :data:`DEFAULT_ENV`."""
+    if env_key_refused(key):
+        return f"{key} would change what runs"
+    if key in DEFAULT_ENV or key in allowed:
+        return None
+    return f"{key} is not an environment key this service's submissions may set"
 
 
 def check_file_names(names: list[str]) -> list[str]:
@@ -101,7 +136,8 @@ def read_submission(
         path = folder / EXPERIMENT_FILE
         path.write_text(experiment)
         _service_file_inside(path, folder)
-        config = load_experiment_file(path, checks=(_inside_folder_and_env(folder),))
+        checks = (_inside_folder_and_env(folder, registered),)
+        config = load_experiment_file(path, checks=checks)
         _service_allowed(config, path, registered(config.service.name))
     except ConfigError as err:
         shutil.rmtree(folder, ignore_errors=True)
@@ -153,11 +189,14 @@ def _service_file_inside(path: Path, folder: Path) -> None:
         raise problems.error(path)
 
 
-def _inside_folder_and_env(folder: Path) -> Callable[[ExperimentConfig, Path, Report], None]:
+def _inside_folder_and_env(
+    folder: Path, registered: Callable[[str], frozenset[tuple[str, str]]]
+) -> Callable[[ExperimentConfig, Path, Report], None]:
     """The loader's extra check: what the experiment file names stays in ``folder``, and
-    no arm's environment changes what runs."""
+    each arm's environment keys are allowed for the service."""
 
     def check(config: ExperimentConfig, path: Path, report: Report) -> None:
+        allowed = _env_allowed(registered(config.service.name))
         if not _inside(folder, config.trace):
             report(("trace",), f"{config.trace!r} is outside the submission",
                    "send the trace in 'files' and name it, e.g. \"trace.jsonl\"")  # fmt: skip
@@ -167,11 +206,16 @@ def _inside_folder_and_env(folder: Path) -> Callable[[ExperimentConfig, Path, Re
                     report(("arms", name, field), f"{value!r} is outside the submission",
                            "send the arm's files in 'files' and write path = \".\"")  # fmt: skip
             for key in arm.env:
-                if env_key_refused(key):
-                    report(("arms", name, "env", key), f"{key} would change what runs",
-                           "leave it out: the API runs registered commands only")  # fmt: skip
+                problem = env_key_problem(key, allowed)
+                if problem is not None:
+                    report(("arms", name, "env", key), problem,
+                           _env_fix(key, config.service.name))  # fmt: skip
 
     return check
+
+
+def _env_allowed(registered: frozenset[tuple[str, str]]) -> frozenset[str]:
+    return frozenset(command for kind, command in registered if kind == "env")
 
 
 def _service_allowed(
@@ -195,11 +239,21 @@ def _service_allowed(
                         f"{command!r} is not a registered {kind} command of {service.name!r}",
                         _REGISTER_HINT.format(service=service.name, kind=kind))  # fmt: skip
     for key in service.env:
-        if env_key_refused(key):
-            problems.at(file, text, (*prefix, "env", key), f"{key} would change what runs",
-                        "leave it out: the API runs registered commands only")  # fmt: skip
+        problem = env_key_problem(key, _env_allowed(registered))
+        if problem is not None:
+            problems.at(file, text, (*prefix, "env", key), problem,
+                        _env_fix(key, service.name))  # fmt: skip
     if problems:
         raise problems.error(file)
+
+
+def _env_fix(key: str, service: str) -> str:
+    if env_key_refused(key):
+        return "leave it out: the API runs registered commands only"
+    return (
+        f"leave it out, or ask an admin to allow it: `hairline service register {service} "
+        f'--env {key}` (docs/dashboard.md, "What a submission may run")'
+    )
 
 
 def _service_file_name(path: Path) -> str:
