@@ -117,7 +117,24 @@ def test_the_regression_fails_its_gate_and_the_aa_passes(
     assert cpu and cpu[0]["candidate"] == "B" and cpu[0]["relative_effect"] > 0.05
 
     aa = web_lab.request("GET", f"/api/v1/experiments/{web_runs['aa']}/gate", token="demo-read")
-    assert aa[1]["answer"] == "pass", aa[1]
+    assert aa[1]["answer"] == "pass" and aa[1]["inconclusive_passes"], aa[1]
+    assert aa[1]["deciding"] >= 2 and "inconclusive" in aa[1]["reason"], aa[1]
+    # The default: an inconclusive deciding verdict fails the gate. Only an admin says
+    # otherwise (web_runs did, for this service).
+    policy = f"/api/v1/services/{SERVICE}/gate"
+    denied = web_lab.request("PUT", policy, token="demo-submit", body={"inconclusive": "pass"})
+    assert denied[0] == 403, denied
+    assert web_lab.request("PUT", policy, token="admin", body={"inconclusive": "fail"})[0] == 200
+    try:
+        strict = web_lab.request(
+            "GET", f"/api/v1/experiments/{web_runs['aa']}/gate", token="demo-read"
+        )[1]
+        assert strict["answer"] == "fail" and "which do not pass" in strict["reason"], strict
+        assert [i["metric"] for i in strict["inconclusive"]] == [
+            i["metric"] for i in aa[1]["inconclusive"]
+        ]
+    finally:
+        web_lab.request("PUT", policy, token="admin", body={"inconclusive": "pass"})
 
     status, shown, _ = web_lab.request(
         "GET", f"/api/v1/experiments/{web_runs['regression']}", token="demo-read"

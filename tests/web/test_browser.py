@@ -167,7 +167,7 @@ def test_acknowledging_a_regression_through_the_page(
     (30% over 4 trials at 1,500/s: about ten interval half-widths past the threshold); the
     page waits on nothing timed."""
     regression = web_runs["regression"]
-    page = signed_in(chromium, web_lab, "demo-submit")
+    page = signed_in(chromium, web_lab, "demo-triage")
     page.goto(f"{web_lab.url}/regressions")
     row = page.locator("table.regressions tbody tr", has=page.locator(
         f"a[href='/experiments/{regression}']"
@@ -181,7 +181,7 @@ def test_acknowledging_a_regression_through_the_page(
     ))  # fmt: skip
     assert open_rows.count() == 0  # no longer open
     trail = page.locator("table.audit").inner_text()
-    assert "triage.acknowledged" in trail and "demo-submit" in trail
+    assert "triage.acknowledged" in trail and "demo-triage" in trail
     assert "30% more work" in trail
     page.click("text=Show triaged ones too")
     page.wait_for_url("**/regressions?triaged=1")

@@ -33,7 +33,9 @@ def tokens(store: Store) -> dict[str, str]:
         name: create_token(store, name=name, team=team, scope=scope)
         for name, team, scope in [("admin", "ops", "admin"), ("demo-read", "demo", "read"),
                                   ("demo-submit", "demo", "submit"),
-                                  ("other-submit", "other", "submit")]
+                                  ("demo-triage", "demo", "triage"),
+                                  ("other-submit", "other", "submit"),
+                                  ("other-triage", "other", "triage")]
     }  # fmt: skip
 
 
@@ -125,20 +127,28 @@ def test_acknowledging_a_regression_is_stored_audited_and_kept_failing(
     page = reader.get("/regressions").text
     assert f"/experiments/{failing}" in page and "acknowledge" not in page  # read: no buttons
     assert reader.post("/regressions/triage", data={**form, "state": "ignored"}).status_code == 403
-    outsider = browser(client, tokens, "other-submit")
+    # The token that submits an experiment cannot wave its regression through.
+    submitter = browser(client, tokens, "demo-submit")
+    assert "acknowledge" not in submitter.get("/regressions").text
+    denied = submitter.post("/regressions/triage", data={**form, "state": "ignored"})
+    assert denied.status_code == 403 and "needs &#39;triage&#39;" in denied.text
+    outsider = browser(client, tokens, "other-triage")
     refused = outsider.post("/regressions/triage", data={**form, "state": "ignored"})
     assert refused.status_code == 422 and "may see" in refused.text
-    submitter = browser(client, tokens, "demo-submit")
-    assert "acknowledge" in submitter.get("/regressions").text
-    done = submitter.post("/regressions/triage", data={**form, "state": "acknowledged"})
+    triager = browser(client, tokens, "demo-triage")
+    assert "acknowledge" in triager.get("/regressions").text
+    why = triager.post("/regressions/triage", data={**form, "note": " ", "state": "ignored"})
+    assert why.status_code == 422 and "say why" in why.text
+    done = triager.post("/regressions/triage", data={**form, "state": "acknowledged"})
     assert done.status_code == 200  # followed back to the list
     assert f'href="/experiments/{failing}"' not in done.text.split("<h2>Audit trail")[0]
     assert "triage.acknowledged" in done.text and "known: new parser" in done.text
-    shown = submitter.get("/regressions?triaged=1").text
-    assert "t-acknowledged" in shown and "by demo-submit" in shown
+    shown = triager.get("/regressions?triaged=1").text
+    assert "t-acknowledged" in shown and "by demo-triage" in shown
     assert gate_of(store, failing).answer == "fail"  # acknowledged still blocks a release
-    submitter.post("/regressions/triage", data={**form, "state": "ignored"})
-    assert gate_of(store, failing).answer == "pass"
+    triager.post("/regressions/triage", data={**form, "state": "ignored"})
+    gate = gate_of(store, failing)
+    assert gate.answer == "pass" and "1 regression(s) ignored by triage" in gate.reason
 
 
 def test_aa_health_counts_false_positives_in_the_window_and_names_the_model(

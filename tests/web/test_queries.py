@@ -7,8 +7,8 @@ from webseed import seed
 
 from hairline.errors import HairlineError
 from hairline.store.db import Store
-from hairline.store.models import Triage
-from hairline.web.queries import ExperimentFilter, gate_of, list_experiments
+from hairline.store.models import AuditEntry, Triage
+from hairline.web.queries import ExperimentFilter, gate_of, list_experiments, set_gate_policy
 
 
 def test_pages_go_newest_first_and_end(store: Store) -> None:
@@ -74,8 +74,48 @@ def test_the_gate_fails_on_a_regression_until_it_is_ignored(store: Store) -> Non
         )  # fmt: skip
     gate = gate_of(store, failing)
     assert gate.answer == "pass"
-    assert "1 ignored" in gate.reason
+    assert gate.reason == (
+        "no regression; 1 regression(s) ignored by triage (of 1 deciding verdict(s))"
+    )
     assert gate.regressions[0].triage == "ignored"
+
+
+def test_an_inconclusive_verdict_fails_the_gate_unless_the_services_policy_passes_it(
+    store: Store,
+) -> None:
+    """An A/A whose interval reached past its threshold once answered "pass (no
+    regression)", exit 0, without the word inconclusive (issue 28)."""
+    unsure = seed(store, kind="aa", label="inconclusive", effect=0.0194)
+    settled = seed(store, kind="aa", at=2.0e9)
+    gate = gate_of(store, unsure)
+    assert gate.answer == "fail" and gate.deciding == 1 and not gate.inconclusive_passes
+    assert [(i.metric, i.candidate) for i in gate.inconclusive] == [("cpu_ns_per_request", "B")]
+    assert gate.reason == (
+        "1 inconclusive (cpu_ns_per_request of B), which do not pass (of 1 deciding verdict(s))"
+    )
+    # The list says what the gate says, and filters alike.
+    listed = {s.id: s.verdict for s in list_experiments(store, teams=None).items}
+    assert listed == {unsure: "fail", settled: "pass"}
+    fails = list_experiments(store, teams=None, filters=ExperimentFilter(verdict="fail"))
+    assert [s.id for s in fails.items] == [unsure]
+
+    set_gate_policy(store, "api", "pass", actor="admin")
+    gate = gate_of(store, unsure)
+    assert gate.answer == "pass" and gate.inconclusive_passes
+    assert "passed by the service's gate policy" in gate.reason
+    assert gate.reason.startswith("no regression; 1 inconclusive")
+    assert {s.id: s.verdict for s in list_experiments(store, teams=None).items}[unsure] == "pass"
+    with store.transaction() as session:
+        trail = session.query(AuditEntry).filter_by(action="gate.policy").one()
+    assert (trail.actor, trail.target, trail.detail) == ("admin", "api", "inconclusive: pass")
+
+
+def test_a_gate_policy_names_a_known_service_and_a_known_rule(store: Store) -> None:
+    seed(store, service="api")
+    with pytest.raises(HairlineError, match="'maybe' is not a gate policy"):
+        set_gate_policy(store, "api", "maybe", actor="admin")
+    with pytest.raises(HairlineError, match="no service 'nope'"):
+        set_gate_policy(store, "nope", "pass", actor="admin")
 
 
 def test_the_gate_waits_while_active_and_errs_when_failed(store: Store) -> None:

@@ -24,6 +24,7 @@ from hairline.web.gatewait import (
     fetch_markdown,
     wait_for_gate,
 )
+from hairline.web.queries import GATE_POLICIES, set_gate_policy
 
 # The gate's wait, as `hairline run --wait-s`: a CI job should not sit until its own
 # timeout kills it without a word.
@@ -125,6 +126,22 @@ def service_register(
                 click.echo(f"{what} of {name} " + ("registered" if new else "was registered"))
     finally:
         store.close()
+
+
+@service.command("gate")
+@store_options
+@click.argument("name")
+@click.option("--inconclusive", type=click.Choice(GATE_POLICIES), required=True,
+              help="What an inconclusive deciding verdict does to NAME's gate: fail (the "
+              "default: a gate passes only what it could tell) or pass.")  # fmt: skip
+def service_gate(db_url: str | None, home: Path, name: str, inconclusive: str) -> None:
+    """Set service NAME's gate policy (an admin's call; in the audit log)."""
+    store = open_store(db_url, home=home)
+    try:
+        set_gate_policy(store, name, inconclusive, actor="cli")
+    finally:
+        store.close()
+    click.echo(f"gate of {name}: an inconclusive deciding verdict now {inconclusive}s")
 
 
 @service.command("commands")

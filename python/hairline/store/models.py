@@ -59,6 +59,9 @@ class Service(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
+    # "fail" (the default) or "pass": what an inconclusive deciding verdict does to the
+    # service's gate. Only an admin changes it (`hairline service gate`).
+    gate_inconclusive: Mapped[str] = mapped_column(String(8), server_default="fail")
 
 
 class Experiment(Base):

@@ -38,6 +38,7 @@ from hairline.web.queries import (
     experiment_team,
     gate_of,
     list_experiments,
+    set_gate_policy,
 )
 from hairline.web.submit import problems_of, read_submission
 
@@ -162,6 +163,14 @@ class GateRegressionOut(BaseModel):
     triage: str | None
 
 
+class GateInconclusiveOut(BaseModel):
+    metric: str
+    candidate: str
+    relative_effect: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
 class GateOut(BaseModel):
     id: int
     answer: Literal["pass", "fail", "pending", "error"]
@@ -169,6 +178,15 @@ class GateOut(BaseModel):
     progress: str
     reason: str
     regressions: list[GateRegressionOut]
+    # Deciding verdicts that settled nothing: they fail the gate unless the service's policy
+    # (inconclusive_passes, set by an admin) lets them pass.
+    inconclusive: list[GateInconclusiveOut]
+    deciding: int
+    inconclusive_passes: bool
+
+
+class GatePolicyIn(BaseModel):
+    inconclusive: Literal["fail", "pass"]
 
 
 class ServiceOut(BaseModel):
@@ -361,6 +379,9 @@ def gate(
         progress=found.progress, reason=found.reason,
         regressions=[GateRegressionOut.model_validate(r, from_attributes=True)
                      for r in found.regressions],
+        inconclusive=[GateInconclusiveOut.model_validate(r, from_attributes=True)
+                      for r in found.inconclusive],
+        deciding=found.deciding, inconclusive_passes=found.inconclusive_passes,
     )  # fmt: skip
 
 
@@ -443,6 +464,16 @@ def register(
     if not new:
         response.status_code = status.HTTP_200_OK
     return Registration(registered=new)
+
+
+@router.put("/services/{name}/gate", response_model=GatePolicyIn)
+def gate_policy(
+    name: str, body: GatePolicyIn, request: Request, who: Principal = Admin
+) -> GatePolicyIn:
+    """What an inconclusive deciding verdict does to the service's gate: fail (the
+    default) or pass. Audited."""
+    set_gate_policy(store_of(request), name, body.inconclusive, actor=who.name)
+    return body
 
 
 # --- events ---------------------------------------------------------------------------

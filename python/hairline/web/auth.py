@@ -31,7 +31,9 @@ __all__ = [
     "revoke_token",
 ]
 
-SCOPES = ("read", "submit", "admin")
+# Each scope can do what those before it can. "triage" acknowledges and ignores regressions:
+# a token that may only submit cannot talk its own experiment's gate past a regression.
+SCOPES = ("read", "submit", "triage", "admin")
 TOKEN_PREFIX = "hl_"
 # last_used_at is written at most this often per token: a write per request would make
 # every read of the dashboard a write transaction.

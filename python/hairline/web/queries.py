@@ -4,11 +4,12 @@ whatever the number of experiments (keyset paging on id, newest first; no OFFSET
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, func, select
+from sqlalchemy import and_, exists, func, or_, select
 
 from hairline.errors import HairlineError
 from hairline.store.db import Store
@@ -16,6 +17,7 @@ from hairline.store.models import (
     ACTIVE_PHASES,
     PHASES,
     TERMINAL_PHASES,
+    AuditEntry,
     Experiment,
     Service,
     Triage,
@@ -25,15 +27,18 @@ from hairline.store.models import (
 
 __all__ = [
     "GATE_ANSWERS",
+    "GATE_POLICIES",
     "VERDICTS",
     "ExperimentFilter",
     "ExperimentSummary",
     "Gate",
+    "GateInconclusive",
     "GateRegression",
     "Page",
     "experiment_team",
     "gate_of",
     "list_experiments",
+    "set_gate_policy",
 ]
 
 # The gate's answers; the list filters by the same words.
@@ -98,7 +103,7 @@ class Page:
 
 
 _E = Experiment
-# A deciding regression nobody chose to ignore: what fails a gate.
+# A deciding regression nobody chose to ignore: counted as the experiment's regressions.
 _OPEN_REGRESSION = and_(
     VerdictRow.experiment_id == _E.id,
     VerdictRow.label == "regression",
@@ -110,10 +115,22 @@ _OPEN_REGRESSION = and_(
         Triage.state == "ignored",
     ),
 )
+# What fails a gate (the list's filter and verdict; gate_of says the same in Python): an
+# open regression, or an inconclusive deciding verdict where the service's policy is
+# "fail". The query joins Service.
+_BLOCKING = or_(
+    _OPEN_REGRESSION,
+    and_(
+        VerdictRow.experiment_id == _E.id,
+        VerdictRow.label == "inconclusive",
+        VerdictRow.deciding,
+        Service.gate_inconclusive != "pass",
+    ),
+)
 
 
 def _verdict_clause(verdict: str) -> Any:
-    failing = exists().where(_OPEN_REGRESSION)
+    failing = exists().where(_BLOCKING)
     if verdict == "pending":
         return _E.phase.in_(ACTIVE_PHASES)
     if verdict == "error":
@@ -186,7 +203,7 @@ def list_experiments(
         ExperimentSummary(
             id=r.id, service=r.name, team=r.team, kind=r.kind, phase=r.phase,
             progress=r.progress, failure=r.failure,
-            verdict=_answer(r.phase, counts["regressions"].get(r.id, 0)),
+            verdict=_answer(r.phase, counts["blocking"].get(r.id, 0)),
             regressions=counts["regressions"].get(r.id, 0),
             trials_done=counts["done"].get(r.id, 0), trials=counts["trials"].get(r.id, 0),
             created_at=r.created_at, finished_at=r.finished_at,
@@ -200,7 +217,7 @@ def list_experiments(
 def _counts(connection: Any, ids: list[int]) -> dict[str, dict[int, int]]:
     """Trials (all, done) and open regressions of the experiments ``ids``."""
     if not ids:
-        return {"trials": {}, "done": {}, "regressions": {}}
+        return {"trials": {}, "done": {}, "regressions": {}, "blocking": {}}
     trials: dict[int, int] = {}
     done: dict[int, int] = {}
     for experiment_id, state, count in connection.execute(
@@ -220,7 +237,17 @@ def _counts(connection: Any, ids: list[int]) -> dict[str, dict[int, int]]:
             .group_by(VerdictRow.experiment_id)
         ).all()
     )
-    return {"trials": trials, "done": done, "regressions": regressions}
+    blocking = dict(
+        connection.execute(
+            select(VerdictRow.experiment_id, func.count())
+            .select_from(VerdictRow)
+            .join(_E, _E.id == VerdictRow.experiment_id)
+            .join(Service, Service.id == _E.service_id)
+            .where(VerdictRow.experiment_id.in_(ids), _BLOCKING)
+            .group_by(VerdictRow.experiment_id)
+        ).all()
+    )
+    return {"trials": trials, "done": done, "regressions": regressions, "blocking": blocking}
 
 
 @dataclass(frozen=True)
@@ -235,8 +262,23 @@ class GateRegression:
 
 
 @dataclass(frozen=True)
+class GateInconclusive:
+    """A deciding metric whose interval neither shows nor rules out a regression."""
+
+    metric: str
+    candidate: str
+    relative_effect: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass(frozen=True)
 class Gate:
-    """What a release pipeline blocks on: ``answer`` is pass, fail, pending or error."""
+    """What a release pipeline blocks on: ``answer`` is pass, fail, pending or error.
+
+    ``deciding`` counts the deciding verdicts; ``inconclusive`` are those that settled
+    nothing, which fail the gate unless the service's policy (``inconclusive_passes``,
+    set by an admin) lets them pass."""
 
     experiment_id: int
     answer: str
@@ -244,6 +286,12 @@ class Gate:
     progress: str
     reason: str
     regressions: tuple[GateRegression, ...]
+    inconclusive: tuple[GateInconclusive, ...] = ()
+    deciding: int = 0
+    inconclusive_passes: bool = False
+
+
+GATE_POLICIES = ("fail", "pass")
 
 
 def experiment_team(store: Store, experiment_id: int) -> str | None:
@@ -253,12 +301,34 @@ def experiment_team(store: Store, experiment_id: int) -> str | None:
         return team
 
 
+def set_gate_policy(store: Store, service: str, inconclusive: str, *, actor: str) -> None:
+    """What an inconclusive deciding verdict does to ``service``'s gate: "fail" (the
+    default) or "pass"; audited."""
+    if inconclusive not in GATE_POLICIES:
+        raise HairlineError(
+            f"{inconclusive!r} is not a gate policy", hint="use --inconclusive fail or pass"
+        )
+    with store.transaction() as session:
+        row = session.scalar(select(Service).where(Service.name == service))
+        if row is None:
+            raise HairlineError(
+                f"no service {service!r} in {store.shown_url}",
+                hint="a service exists once an experiment of it was submitted",
+            )
+        row.gate_inconclusive = inconclusive
+        session.add(AuditEntry(at=time.time(), actor=actor, action="gate.policy",
+                               target=service, detail=f"inconclusive: {inconclusive}"))  # fmt: skip
+
+
 def gate_of(store: Store, experiment_id: int) -> Gate:
     """The gate's answer: pending while the experiment is active, error when it failed or
-    was cancelled, fail when a deciding regression is not triaged "ignored", else pass."""
+    was cancelled, fail when a deciding regression is not triaged "ignored" or (unless the
+    service's policy lets it pass) a deciding verdict is inconclusive, else pass."""
     with store.autocommit() as connection:
         row = connection.execute(
-            select(_E.phase, _E.progress, _E.failure).where(_E.id == experiment_id)
+            select(_E.phase, _E.progress, _E.failure, Service.gate_inconclusive)
+            .join(Service, Service.id == _E.service_id)
+            .where(_E.id == experiment_id)
         ).first()
         if row is None:
             raise HairlineError(
@@ -266,27 +336,56 @@ def gate_of(store: Store, experiment_id: int) -> Gate:
                 hint="`hairline status` lists the experiments",
             )
         found = connection.execute(
-            select(VerdictRow.metric, VerdictRow.candidate, VerdictRow.baseline,
-                   VerdictRow.relative_effect, VerdictRow.ci_low, VerdictRow.ci_high,
-                   Triage.state)
+            select(VerdictRow.label, VerdictRow.metric, VerdictRow.candidate,
+                   VerdictRow.baseline, VerdictRow.relative_effect, VerdictRow.ci_low,
+                   VerdictRow.ci_high, Triage.state)
             .outerjoin(Triage, and_(Triage.experiment_id == VerdictRow.experiment_id,
                                     Triage.metric == VerdictRow.metric,
                                     Triage.candidate == VerdictRow.candidate))
-            .where(VerdictRow.experiment_id == experiment_id,
-                   VerdictRow.label == "regression", VerdictRow.deciding)
+            .where(VerdictRow.experiment_id == experiment_id, VerdictRow.deciding)
             .order_by(VerdictRow.id)
         ).all()  # fmt: skip
-    regressions = tuple(GateRegression(*r) for r in found)
+    regressions = tuple(GateRegression(*r[1:]) for r in found if r.label == "regression")
+    inconclusive = tuple(
+        GateInconclusive(r.metric, r.candidate, r.relative_effect, r.ci_low, r.ci_high)
+        for r in found
+        if r.label == "inconclusive"
+    )
+    passes = row.gate_inconclusive == "pass"
     failing = [r for r in regressions if r.triage != "ignored"]
-    answer = _answer(row.phase, len(failing))
+    blocking = len(failing) + (0 if passes else len(inconclusive))
+    answer = _answer(row.phase, blocking)
     if answer == "pending":
         reason = f"the experiment is {row.phase}: {row.progress}"
     elif answer == "error":
         reason = f"the experiment {row.phase}" + (f": {row.failure}" if row.failure else "")
-    elif answer == "fail":
-        names = ", ".join(f"{r.metric} of {r.candidate}" for r in failing)
-        reason = f"{len(failing)} regression(s): {names}"
     else:
-        ignored = len(regressions) - len(failing)
-        reason = "no regression" + (f" ({ignored} ignored by triage)" if ignored else "")
-    return Gate(experiment_id, answer, row.phase, row.progress, reason, regressions)
+        reason = _counted(len(found), regressions, failing, inconclusive, passes=passes)
+    return Gate(experiment_id, answer, row.phase, row.progress, reason, regressions,
+                inconclusive, len(found), passes)  # fmt: skip
+
+
+def _counted(
+    deciding: int,
+    regressions: tuple[GateRegression, ...],
+    failing: list[GateRegression],
+    inconclusive: tuple[GateInconclusive, ...],
+    *,
+    passes: bool,
+) -> str:
+    """The gate's reason, naming what it counted: "fail: 1 regression (cpu of B), 2
+    inconclusive (...), of 10 deciding metrics"."""
+    parts = []
+    if failing:
+        parts.append(f"{len(failing)} regression(s): "
+                     + ", ".join(f"{r.metric} of {r.candidate}" for r in failing))  # fmt: skip
+    ignored = len(regressions) - len(failing)
+    if ignored:
+        parts.append(f"{ignored} regression(s) ignored by triage")
+    if inconclusive:
+        names = ", ".join(f"{r.metric} of {r.candidate}" for r in inconclusive)
+        rule = "passed by the service's gate policy" if passes else "which do not pass"
+        parts.append(f"{len(inconclusive)} inconclusive ({names}), {rule}")
+    if not failing and (passes or not inconclusive):
+        parts.insert(0, "no regression")
+    return "; ".join(parts) + f" (of {deciding} deciding verdict(s))"

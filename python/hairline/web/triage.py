@@ -98,6 +98,11 @@ def triage(
             f"state {state!r} is not a triage state",
             hint=f"send state = {' or '.join(TRIAGE_STATES)}",
         )
+    if not note.strip():
+        raise HairlineError(
+            f"to mark a regression {state}, say why",
+            hint="write the reason in the note (it is kept in the audit log with your name)",
+        )
     now = clock()
     with store.transaction() as session:
         team = session.scalar(select(_E.team).where(_E.id == experiment_id))

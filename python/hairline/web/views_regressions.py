@@ -19,7 +19,7 @@ __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
 Who = Annotated[Principal, Depends(principal)]
-Submitter = Annotated[Principal, Depends(require("submit"))]
+Triager = Annotated[Principal, Depends(require("triage"))]
 
 
 def _page(request: Request, who: Principal, *, error: str = "", code: int = 200) -> Response:
@@ -40,7 +40,7 @@ def regressions_page(request: Request, who: Who) -> Response:
 @router.post("/regressions/triage")
 def triage_regression(
     request: Request,
-    who: Submitter,
+    who: Triager,
     experiment_id: Annotated[int, Form()],
     metric: Annotated[str, Form()],
     candidate: Annotated[str, Form()],
