@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from hairline import __version__
 from hairline.store.db import Store
+from hairline.web.limits import BodyLimits
 
 __all__ = ["STATIC", "TEMPLATES", "create_app"]
 
@@ -50,6 +51,8 @@ def create_app(store: Store, *, schedule_every_s: float | None = None) -> FastAP
         redoc_url=None,
     )
     app.state.store = store
+    # Outermost: a request's size and token are checked before anything reads its body.
+    app.add_middleware(BodyLimits, store=store)
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

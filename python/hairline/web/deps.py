@@ -11,7 +11,7 @@ from fastapi import HTTPException, Request, status
 from hairline.store.db import Store
 from hairline.web.auth import Principal, principal_for
 
-__all__ = ["COOKIE", "principal", "require", "store_of"]
+__all__ = ["COOKIE", "TOKEN_REQUIRED", "principal", "request_token", "require", "store_of"]
 
 # The pages' browser session: the token itself, in an HttpOnly cookie set by /login.
 COOKIE = "hairline_token"
@@ -22,7 +22,14 @@ def store_of(request: Request) -> Store:
     return store
 
 
-def _token(request: Request) -> str | None:
+TOKEN_REQUIRED = (
+    "a valid API token is required: send 'Authorization: Bearer TOKEN' "
+    "(make one with `hairline token create --team T --scope read`)"
+)
+
+
+def request_token(request: Request) -> str | None:
+    """The token a request carries: its bearer header, else the pages' cookie."""
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
@@ -32,12 +39,11 @@ def _token(request: Request) -> str | None:
 
 def principal(request: Request) -> Principal:
     """The request's principal; 401 when it has no live token."""
-    who = principal_for(store_of(request), _token(request))
+    who = principal_for(store_of(request), request_token(request))
     if who is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
-            detail="a valid API token is required: send 'Authorization: Bearer TOKEN' "
-            "(make one with `hairline token create --team T --scope read`)",
+            detail=TOKEN_REQUIRED,
             headers={"WWW-Authenticate": "Bearer"},
         )
     return who
