@@ -3,7 +3,13 @@ HTTP, by a token that may submit; listed for any token."""
 
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
 from weblab import WebLab
+from webseed import seed
+
+from hairline.store.db import Store
+from hairline.web.app import create_app
+from hairline.web.auth import create_token
 
 
 def test_a_submit_token_records_an_event_that_a_read_token_lists(web_lab: WebLab) -> None:
@@ -31,3 +37,25 @@ def test_a_read_token_may_not_record_and_bad_fields_are_named(web_lab: WebLab) -
         "POST", "/api/v1/events", token="demo-submit", body={"kind": "reboot", "service": "s"}
     )
     assert status == 422 and "kind 'reboot' is not one of deploy" in answer["error"]
+
+
+def test_another_teams_service_is_theirs_to_record_events_of(store: Store) -> None:
+    """A backdated "deploy" on another team's service would put a warning in every report
+    of theirs it overlaps (issue 28)."""
+    seed(store, service="api", team="demo")
+    client = TestClient(create_app(store))
+    tokens = {name: create_token(store, name=name, team=team, scope=scope)
+              for name, team, scope in [("mine", "demo", "submit"), ("theirs", "other", "submit"),
+                                        ("ops", "ops", "admin")]}  # fmt: skip
+
+    def post(token: str, service: str) -> tuple[int, dict[str, object]]:
+        answer = client.post("/api/v1/events", headers={"Authorization": f"Bearer {tokens[token]}"},
+                             json={"kind": "deploy", "service": service, "at": "-2h"})  # fmt: skip
+        return answer.status_code, answer.json()
+
+    status, refused = post("theirs", "api")
+    assert status == 403 and "service 'api' is team demo's" in str(refused["error"])
+    assert post("mine", "api")[0] == 201
+    assert post("ops", "api")[0] == 201  # an admin records for anyone
+    # A name no team has experiments of (a downstream, a host) is anyone's to record.
+    assert post("theirs", "10.0.0.7:6379")[0] == 201

@@ -38,6 +38,7 @@ from hairline.web.queries import (
     experiment_team,
     gate_of,
     list_experiments,
+    service_teams,
     set_gate_policy,
 )
 from hairline.web.submit import problems_of, read_submission
@@ -484,6 +485,16 @@ def post_event(body: EventIn, request: Request, who: Principal = Submitter) -> E
     """Record a deployment, maintenance or other event of a service, downstream or host:
     every experiment whose runs it overlapped warns about it in its report."""
     store = store_of(request)
+    owners = service_teams(store, body.service)
+    if owners and not who.admin and who.team not in owners:
+        # Another team's event would put a warning in their reports (a backdated "deploy"
+        # casts doubt on every experiment it overlaps).
+        raise _Refused(
+            403,
+            f"service {body.service!r} is team {', '.join(sorted(owners))}'s; token "
+            f"{who.name!r} of team {who.team!r} may not record its events",
+            hint="ask that team (or an admin) to record it",
+        )
     now_s = time.time()
     added = add_event(
         store, body.kind, service=body.service, host=body.host,

@@ -38,6 +38,7 @@ __all__ = [
     "experiment_team",
     "gate_of",
     "list_experiments",
+    "service_teams",
     "set_gate_policy",
 ]
 
@@ -292,6 +293,17 @@ class Gate:
 
 
 GATE_POLICIES = ("fail", "pass")
+
+
+def service_teams(store: Store, service: str) -> frozenset[str]:
+    """The teams that have experiments of ``service`` (empty for a name the lab has only
+    seen in events: a downstream, a host)."""
+    with store.autocommit() as connection:
+        rows = connection.scalars(
+            select(_E.team).distinct().join(Service, Service.id == _E.service_id)
+            .where(Service.name == service)
+        ).all()  # fmt: skip
+    return frozenset(rows)
 
 
 def experiment_team(store: Store, experiment_id: int) -> str | None:
