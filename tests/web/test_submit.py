@@ -76,3 +76,12 @@ def test_an_admin_may_allow_a_services_key_but_not_one_that_chooses_the_code(
             register_command(store, service="shop", kind="env", command=key, actor="admin")
         assert "--env WORKERS" in (caught.value.hint or "")
     assert registered_set(store, "shop") == {("env", "SHOP_WORKERS")}
+
+
+def test_the_suggest_tables_files_stay_inside_the_submission(tmp_path: Path) -> None:
+    body = submission(experiment_toml() + '\n[suggest]\nprofiles = ["/etc/shadow"]\n')
+    with pytest.raises(ConfigError) as caught:
+        read_submission(tmp_path / "s", body["experiment"], body["files"],
+                        lambda _service: registry())  # fmt: skip
+    [problem] = caught.value.problems
+    assert problem.field == "suggest.profiles" and "'/etc/shadow' is outside" in problem.message

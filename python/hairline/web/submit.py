@@ -200,6 +200,14 @@ def _inside_folder_and_env(
         if not _inside(folder, config.trace):
             report(("trace",), f"{config.trace!r} is outside the submission",
                    "send the trace in 'files' and name it, e.g. \"trace.jsonl\"")  # fmt: skip
+        suggest = config.suggest
+        if suggest is not None:
+            named = [("repo", suggest.repo)]
+            named += [("profiles", p) for p in suggest.profiles]
+            for field, value in named:
+                if not _inside(folder, value):
+                    report(("suggest", field), f"{value!r} is outside the submission",
+                           "send the file in 'files' and name it by its file name")  # fmt: skip
         for name, arm in config.arms.items():
             for field, value in (("path", arm.path), ("repo", arm.repo)):
                 if value is not None and not _inside(folder, value):
