@@ -27,10 +27,14 @@ $(STAMP): $(PY) pyproject.toml $(ENGINE_SOURCES)
 
 # The dashboard's browser code: pinned in web/package-lock.json, installed from npm and copied
 # beside the static files (gitignored: third-party code is never committed nor loaded from a CDN).
-HTMX := python/hairline/web/static/vendor/htmx.min.js
+# Swagger UI is the API docs page's (/api/v1/docs), served from the package so that a lab
+# without internet sees it.
+VENDOR_DIR := python/hairline/web/static/vendor
+HTMX := $(VENDOR_DIR)/htmx.min.js
 $(HTMX): web/package.json web/package-lock.json
 	npm ci --prefix web --ignore-scripts --no-audit --no-fund --silent
-	mkdir -p $(dir $(HTMX))
+	mkdir -p $(VENDOR_DIR)
+	cp web/node_modules/swagger-ui-dist/swagger-ui-bundle.js web/node_modules/swagger-ui-dist/swagger-ui.css $(VENDOR_DIR)/
 	cp web/node_modules/htmx.org/dist/htmx.min.js $(HTMX)
 
 # The package's bytecode, written ahead: where PYTHONDONTWRITEBYTECODE is set (as on this

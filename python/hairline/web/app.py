@@ -8,17 +8,25 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Annotated, Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from hairline import __version__
 from hairline.store.db import Store
+from hairline.web.auth import Principal
+from hairline.web.deps import DOCS_PATH, OPENAPI_PATH, require
 from hairline.web.limits import BodyLimits
 
 __all__ = ["STATIC", "TEMPLATES", "create_app"]
 
 _log = logging.getLogger("hairline.serve")
+# Module level: FastAPI resolves the routes' (string) annotations in the module's globals.
+_Reader = Annotated[Principal, Depends(require("read"))]
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
@@ -46,8 +54,9 @@ def create_app(store: Store, *, schedule_every_s: float | None = None) -> FastAP
         version=__version__,
         description="Experiments, verdicts and release gates of a hairline lab.",
         lifespan=lifespan,
-        openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        # Served below, behind a token like every route but /healthz and the login page.
+        openapi_url=None,
+        docs_url=None,
         redoc_url=None,
     )
     app.state.store = store
@@ -59,9 +68,47 @@ def create_app(store: Store, *, schedule_every_s: float | None = None) -> FastAP
         return {"status": "ok", "version": __version__}
 
     app.include_router(api.router)
+    _install_docs(app)
     pages.install(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def _install_docs(app: FastAPI) -> None:
+    """The OpenAPI document (with its bearer scheme) and Swagger UI, served from the package
+    (a lab without internet still sees them); both need a read token, as the API does."""
+
+    def schema() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = get_openapi(title=app.title, version=app.version,
+                                   description=app.description, routes=app.routes)  # fmt: skip
+            document.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API token (`hairline token create`), sent as "
+                    "'Authorization: Bearer hl_...'. Every route needs one.",
+                }
+            }
+            document["security"] = [{"bearer": []}]
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = schema  # type: ignore[method-assign]
+
+    @app.get(OPENAPI_PATH, include_in_schema=False)
+    def _openapi(_who: _Reader) -> dict[str, Any]:
+        return schema()
+
+    @app.get(DOCS_PATH, include_in_schema=False)
+    def _docs(_who: _Reader) -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=OPENAPI_PATH,
+            title="hairline API",
+            swagger_js_url="/static/vendor/swagger-ui-bundle.js",
+            swagger_css_url="/static/vendor/swagger-ui.css",
+            swagger_favicon_url="data:,",
+        )
 
 
 async def _schedule_loop(store: Store, every_s: float) -> None:

@@ -11,10 +11,22 @@ from fastapi import HTTPException, Request, status
 from hairline.store.db import Store
 from hairline.web.auth import Principal, principal_for
 
-__all__ = ["COOKIE", "TOKEN_REQUIRED", "principal", "request_token", "require", "store_of"]
+__all__ = [
+    "COOKIE",
+    "DOCS_PATH",
+    "OPENAPI_PATH",
+    "TOKEN_REQUIRED",
+    "principal",
+    "request_token",
+    "require",
+    "store_of",
+]
 
 # The pages' browser session: the token itself, in an HttpOnly cookie set by /login.
 COOKIE = "hairline_token"
+# The API's own documents; a browser without a token gets the login page for the docs.
+DOCS_PATH = "/api/v1/docs"
+OPENAPI_PATH = "/api/v1/openapi.json"
 
 
 def store_of(request: Request) -> Store:

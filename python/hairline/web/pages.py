@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hairline.web import views_experiments, views_regressions, views_trends
 from hairline.web.auth import principal_for
-from hairline.web.deps import COOKIE, store_of
+from hairline.web.deps import COOKIE, DOCS_PATH, store_of
 from hairline.web.templating import page
 
 __all__ = ["install", "safe_next"]
@@ -37,7 +37,8 @@ def safe_next(target: str | None) -> str:
 
 
 def _wants_page(request: Request) -> bool:
-    return not request.url.path.startswith("/api/")
+    path = request.url.path
+    return not path.startswith("/api/") or path == DOCS_PATH
 
 
 def install(app: FastAPI) -> None:

@@ -204,9 +204,9 @@ def _inside_folder_and_env(
         if suggest is not None:
             named = [("repo", suggest.repo)]
             named += [("profiles", p) for p in suggest.profiles]
-            for field, value in named:
-                if not _inside(folder, value):
-                    report(("suggest", field), f"{value!r} is outside the submission",
+            for key, named_path in named:
+                if not _inside(folder, named_path):
+                    report(("suggest", key), f"{named_path!r} is outside the submission",
                            "send the file in 'files' and name it by its file name")  # fmt: skip
         for name, arm in config.arms.items():
             for field, value in (("path", arm.path), ("repo", arm.repo)):

@@ -1,0 +1,36 @@
+"""The API's documents: the OpenAPI document says how to authenticate, Swagger UI comes
+from the package (a lab without internet sees it), and both need a token as the API does."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from hairline.store.db import Store
+from hairline.web.app import create_app
+from hairline.web.auth import create_token
+from hairline.web.deps import COOKIE
+
+
+def test_the_docs_need_a_token_describe_the_bearer_scheme_and_load_nothing_remote(
+    store: Store,
+) -> None:
+    client = TestClient(create_app(store))
+    assert client.get("/api/v1/openapi.json").status_code == 401
+    page = client.get("/api/v1/docs")
+    assert page.status_code == 401 and "Sign in" in page.text  # a browser gets the login page
+    assert client.get("/healthz").status_code == 200  # the one route open to all
+
+    token = create_token(store, name="reader", team="demo", scope="read")
+    document = client.get("/api/v1/openapi.json", headers={"Authorization": f"Bearer {token}"})
+    assert document.status_code == 200
+    schema = document.json()
+    assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert schema["security"] == [{"bearer": []}]
+    assert "/api/v1/experiments/{experiment_id}/gate" in schema["paths"]
+
+    client.cookies.set(COOKIE, token)
+    html = client.get("/api/v1/docs").text
+    assert "/static/vendor/swagger-ui-bundle.js" in html and "/api/v1/openapi.json" in html
+    assert "cdn" not in html.lower() and "https://" not in html
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        assert client.get(f"/static/vendor/{asset}").status_code == 200
