@@ -21,9 +21,13 @@ API = "https://api.github.com/repos/octo/svc"
 CREATE = f"{API}/issues/7/comments"
 
 
-def comment(id_: int, body: str) -> Comment:
+BOT = "github-actions[bot]"
+
+
+def comment(id_: int, body: str, author: str = BOT) -> Comment:
     return Comment(id=id_, body=body, url=f"{API}/issues/comments/{id_}",
-                   html_url=f"https://github.com/octo/svc/pull/7#issuecomment-{id_}")  # fmt: skip
+                   html_url=f"https://github.com/octo/svc/pull/7#issuecomment-{id_}",
+                   author=author)  # fmt: skip
 
 
 def test_the_body_opens_with_the_hidden_marker() -> None:
@@ -55,7 +59,7 @@ def test_a_long_report_is_cut_to_githubs_limit_with_a_note() -> None:
 
 def test_no_comment_of_ours_means_create() -> None:
     others = [comment(1, "LGTM"), comment(2, "<!-- hairline:other -->\nanother job's")]
-    plan = plan_comment(others, key="report", markdown="hi", create_url=CREATE)
+    plan = plan_comment(others, key="report", markdown="hi", create_url=CREATE, author=BOT)
     assert (plan.action, plan.method, plan.url) == ("create", "POST", CREATE)
     assert plan.body == "<!-- hairline:report -->\nhi"
 
@@ -68,7 +72,7 @@ def test_the_oldest_comment_of_ours_is_updated_and_later_ones_left_alone() -> No
         comment(25, "> <!-- hairline:report -->\n> quoted in a reply"),
         comment(40, "<!-- hairline:perf -->\nanother key"),
     ]
-    plan = plan_comment(comments, key="report", markdown="new", create_url=CREATE)
+    plan = plan_comment(comments, key="report", markdown="new", create_url=CREATE, author=BOT)
     assert (plan.action, plan.method, plan.comment_id) == ("update", "PATCH", 20)
     assert plan.url == f"{API}/issues/comments/20"
     assert plan.html_url.endswith("#issuecomment-20")
@@ -97,3 +101,17 @@ def test_the_repository_is_owner_slash_name() -> None:
     for bad in ("svc", "a/b/c", "octo/", "/svc", "octo org/svc"):
         with pytest.raises(ConfigError, match="--repo"):
             check_repo(bad)
+
+
+def test_a_comment_with_the_marker_by_someone_else_is_never_edited() -> None:
+    """An older comment by another user that opens with the marker was chosen, so a real
+    run edited someone else's comment (or failed on GitHub's 403)."""
+    comments = [
+        comment(5, "<!-- hairline:report -->\nmine now, says a reviewer", author="mallory"),
+        comment(9, "<!-- hairline:report -->\nthe bot's", author="github-actions[bot]"),
+    ]
+    plan = plan_comment(comments, key="report", markdown="new", create_url=CREATE, author=BOT)
+    assert (plan.action, plan.comment_id, plan.foreign) == ("update", 9, (5,))
+    only_theirs = plan_comment(comments[:1], key="report", markdown="new", create_url=CREATE,
+                               author="GitHub-Actions[bot]")  # fmt: skip
+    assert (only_theirs.action, only_theirs.foreign) == ("create", (5,))

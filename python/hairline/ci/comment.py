@@ -4,7 +4,9 @@ A comment hairline owns starts with a hidden marker, ``<!-- hairline:KEY -->``, 
 first line; GitHub renders nothing for it. One key, one comment per pull request: a
 workflow that reports twice (say, one A/B per service) gives each report its own key.
 The marker must open the body: a reply that quotes the comment (``> <!-- ...``) or
-mentions the marker in passing is not the comment.
+mentions the marker in passing is not the comment. And it must be hairline's own: only a
+comment written by the identity hairline runs as is updated; another user's comment that
+opens with the marker (by accident or to have a bot overwrite it) is left alone.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ class CommentPlan:
     body: str
     comment_id: int | None = None
     html_url: str = ""
-    duplicates: tuple[int, ...] = ()  # other comments with the marker (left alone)
+    duplicates: tuple[int, ...] = ()  # other comments of ours with the marker (left alone)
+    foreign: tuple[int, ...] = ()  # comments by others that carry the marker (left alone)
 
 
 def check_key(key: str) -> str:
@@ -118,17 +121,21 @@ def next_page(link_header: str | None) -> str | None:
 
 
 def plan_comment(
-    comments: Sequence[Comment], *, key: str, markdown: str, create_url: str
+    comments: Sequence[Comment], *, key: str, markdown: str, create_url: str, author: str
 ) -> CommentPlan:
-    """Update the oldest comment that carries ``key``'s marker, or create one at
-    ``create_url``. Later ones with the marker (two jobs that raced) are left alone and
-    named in ``duplicates``."""
+    """Update the oldest comment by ``author`` (the identity hairline runs as) that carries
+    ``key``'s marker, or create one at ``create_url``. Later ones of ``author`` with the
+    marker (two jobs that raced) are named in ``duplicates``, others' in ``foreign``; both
+    are left alone."""
     body = comment_body(markdown, key)
-    ours = sorted((c for c in comments if has_marker(c.body, key)), key=lambda c: c.id)
+    marked = sorted((c for c in comments if has_marker(c.body, key)), key=lambda c: c.id)
+    ours = [c for c in marked if c.author.lower() == author.lower()]
+    foreign = tuple(c.id for c in marked if c.author.lower() != author.lower())
     if not ours:
-        return CommentPlan(action="create", method="POST", url=create_url, body=body)
+        return CommentPlan(action="create", method="POST", url=create_url, body=body,
+                           foreign=foreign)  # fmt: skip
     first = ours[0]
     return CommentPlan(
         action="update", method="PATCH", url=first.url, body=body, comment_id=first.id,
-        html_url=first.html_url, duplicates=tuple(c.id for c in ours[1:]),
+        html_url=first.html_url, duplicates=tuple(c.id for c in ours[1:]), foreign=foreign,
     )  # fmt: skip

@@ -14,9 +14,20 @@ from hairline import __version__
 from hairline.ci.comment import Comment, CommentPlan, next_page
 from hairline.errors import HairlineError
 
-__all__ = ["DEFAULT_API_URL", "GitHub", "apply_plan", "list_comments"]
+__all__ = [
+    "ACTIONS_BOT",
+    "DEFAULT_API_URL",
+    "GitHub",
+    "GitHubError",
+    "apply_plan",
+    "list_comments",
+    "whoami",
+]
 
 DEFAULT_API_URL = "https://api.github.com"
+# Who a workflow's GITHUB_TOKEN writes as. That token may not read /user (403), so this is
+# the identity taken when GitHub will not say.
+ACTIONS_BOT = "github-actions[bot]"
 TIMEOUT_S = 30.0
 # A pull request with more comments than this is not worth reading to the end.
 MAX_PAGES = 50
@@ -27,6 +38,7 @@ _HINTS = {
     403: "the token may not write comments: give the job `permissions: pull-requests: write` "
     "(a pull request from a fork gets a read-only token)",
     404: "check --repo OWNER/NAME and --pr N, and that the token can see the repository",
+    429: "GitHub's rate limit: run the job again later",
 }
 
 
@@ -64,9 +76,16 @@ class GitHub:
                 return json.loads(resp.read() or b"null"), resp.headers.get("Link")
         except urllib.error.HTTPError as err:
             detail = _message(err)
-            raise HairlineError(
+            hint = _HINTS.get(err.code, "see the message above; --dry-run shows the plan")
+            if err.code in (403, 429) and err.headers.get("x-ratelimit-remaining") == "0":
+                reset = err.headers.get("x-ratelimit-reset", "")
+                hint = "GitHub's rate limit is used up" + (
+                    f" until {reset} (Unix time); run the job again then" if reset else ""
+                )
+            raise GitHubError(
                 f"GitHub answered {err.code} to {method} {url}: {detail}",
-                hint=_HINTS.get(err.code, "see the message above; --dry-run shows the plan"),
+                hint=hint,
+                status=err.code,
             ) from None
         except (urllib.error.URLError, TimeoutError, OSError) as err:
             reason = getattr(err, "reason", err)
@@ -74,6 +93,31 @@ class GitHub:
                 f"cannot reach GitHub at {self.api_url}: {reason}",
                 hint="check the network, or GITHUB_API_URL (default https://api.github.com)",
             ) from None
+
+
+class GitHubError(HairlineError):
+    """An HTTP error answer of GitHub's, with its status."""
+
+    def __init__(self, message: str, *, hint: str, status: int) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+def whoami(github: GitHub) -> str:
+    """The login the token writes as: ``GET /user``, or :data:`ACTIONS_BOT` when GitHub
+    refuses that to the token (a workflow's GITHUB_TOKEN: 403)."""
+    try:
+        answer, _ = github.request("GET", f"{github.api_url.rstrip('/')}/user")
+    except GitHubError as err:
+        if err.status == 403:
+            return ACTIONS_BOT
+        raise
+    login = answer.get("login") if isinstance(answer, dict) else None
+    if not isinstance(login, str) or not login:
+        raise HairlineError(
+            "GitHub's /user answer names no login", hint="pass --author LOGIN explicitly"
+        )
+    return login
 
 
 def _message(err: urllib.error.HTTPError) -> str:

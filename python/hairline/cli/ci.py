@@ -9,7 +9,14 @@ from pathlib import Path
 import click
 
 from hairline.ci.comment import check_key, check_repo, plan_comment
-from hairline.ci.github import DEFAULT_API_URL, GitHub, apply_plan, list_comments
+from hairline.ci.github import (
+    ACTIONS_BOT,
+    DEFAULT_API_URL,
+    GitHub,
+    apply_plan,
+    list_comments,
+    whoami,
+)
 from hairline.cli._base import main
 from hairline.errors import ConfigError
 
@@ -36,11 +43,19 @@ def ci() -> None:
     help="Which comment: one per key and pull request (e.g. one per service).",
 )
 @click.option(
+    "--author",
+    metavar="LOGIN",
+    help="The login hairline writes as; only its comments are updated (default: the token's, "
+    f"from GitHub's /user, or {ACTIONS_BOT} for a workflow's GITHUB_TOKEN).",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Read the comments, print what would be done and the body; write nothing.",
 )
-def comment(markdown_path: Path, repo: str, pr: int, key: str, dry_run: bool) -> None:
+def comment(
+    markdown_path: Path, repo: str, pr: int, key: str, author: str | None, dry_run: bool
+) -> None:
     """Update the pull request's comment that carries <!-- hairline:KEY -->, or create it.
 
     The token is $GITHUB_TOKEN (the job needs `permissions: pull-requests: write`); the
@@ -58,14 +73,21 @@ def comment(markdown_path: Path, repo: str, pr: int, key: str, dry_run: bool) ->
         )
     api_url = os.environ.get("GITHUB_API_URL", "").strip() or DEFAULT_API_URL
     github = GitHub(api_url=api_url, token=token)
+    if author is None:
+        author = whoami(github) if token is not None else ACTIONS_BOT
     comments = list_comments(github, owner, name, pr)
     plan = plan_comment(
-        comments, key=key, markdown=markdown, create_url=github.comments_url(owner, name, pr)
-    )
+        comments, key=key, markdown=markdown, create_url=github.comments_url(owner, name, pr),
+        author=author,
+    )  # fmt: skip
     where = f"{repo}#{pr}"
     if plan.duplicates:
         others = ", ".join(str(d) for d in plan.duplicates)
         click.echo(f"note: comments {others} also carry the marker; left as they are", err=True)
+    if plan.foreign:
+        others = ", ".join(str(d) for d in plan.foreign)
+        click.echo(f"note: comments {others} carry the marker but are not {author}'s; left "
+                   "as they are", err=True)  # fmt: skip
     if dry_run:
         if plan.action == "update":
             click.echo(f"would update comment {plan.comment_id} on {where} ({plan.html_url})")
