@@ -11,6 +11,7 @@ A user error anywhere is a JSON ``{"error", "hint"}`` (a file's problems add
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -306,7 +307,9 @@ def experiments(
     teams = None if who.admin else (who.team,)
     page = list_experiments(store_of(request), teams=teams, filters=filters, before=before,
                             limit=limit)  # fmt: skip
-    return ExperimentList(items=list(page.items), next_before=page.next_before)
+    store = store_of(request)
+    items = [_without_paths(store, item) for item in page.items]
+    return ExperimentList(items=items, next_before=page.next_before)
 
 
 @router.get("/experiments/{experiment_id}", response_model=ExperimentOut)
@@ -349,7 +352,22 @@ def _detail(store: Store, experiment_id: int) -> tuple[ExperimentSummary, list[V
             trials=sum(counts.values()), created_at=e.created_at, finished_at=e.finished_at,
             submitted_by=e.submitted_by, origin=e.origin,
         )  # fmt: skip
-    return summary, out
+    return _without_paths(store, summary), out
+
+
+def public_text(store: Store, text: str) -> str:
+    """``text`` with the lab's folder left out of every path in it: an experiment's
+    progress and failure name its logs (``experiments/5/runs/t0b0a1-A.log``), and an API
+    user learns nothing of the server's file system from them."""
+    home = str(store.home).rstrip("/") + "/"
+    return text.replace(home, "")
+
+
+def _without_paths(store: Store, summary: ExperimentSummary) -> ExperimentSummary:
+    failure = None if summary.failure is None else public_text(store, summary.failure)
+    return dataclasses.replace(
+        summary, progress=public_text(store, summary.progress), failure=failure
+    )
 
 
 @router.post("/experiments/{experiment_id}/cancel", response_model=Cancelled)
@@ -377,7 +395,7 @@ def gate(
         response.headers["Retry-After"] = str(PENDING_RETRY_S)
     return GateOut(
         id=experiment_id, answer=found.answer, phase=found.phase,  # type: ignore[arg-type]
-        progress=found.progress, reason=found.reason,
+        progress=public_text(store, found.progress), reason=public_text(store, found.reason),
         regressions=[GateRegressionOut.model_validate(r, from_attributes=True)
                      for r in found.regressions],
         inconclusive=[GateInconclusiveOut.model_validate(r, from_attributes=True)
