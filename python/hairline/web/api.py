@@ -15,21 +15,38 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from hairline.errors import ConfigError, HairlineError
-from hairline.lab.events import EVENT_KINDS, TIME_FORMATS, add_event, list_events, parse_time
+from hairline.lab.events import TIME_FORMATS, add_event, list_events, parse_time
 from hairline.lab.queue import enqueue, request_cancel
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Service, Trial, VerdictRow
+from hairline.web.apimodels import (
+    Cancelled,
+    CommandIn,
+    CommandOut,
+    EventIn,
+    EventOut,
+    ExperimentList,
+    ExperimentOut,
+    GateInconclusiveOut,
+    GateOut,
+    GatePolicyIn,
+    GateRegressionOut,
+    MetricOut,
+    Registration,
+    ServiceOut,
+    SubmitBody,
+    Submitted,
+    VerdictOut,
+)
 from hairline.web.auth import Principal, audit
 from hairline.web.commands import COMMAND_KINDS, list_commands, register_command, registered_set
 from hairline.web.deps import require, store_of
@@ -102,146 +119,6 @@ router = APIRouter(prefix="/api/v1", tags=["api"], route_class=_ApiRoute)
 Reader = Depends(require("read"))
 Submitter = Depends(require("submit"))
 Admin = Depends(require("admin"))
-
-
-# --- response models (the OpenAPI at /api/v1/docs shows them) ------------------------
-
-
-class SubmitBody(BaseModel):
-    experiment: str = Field(description="The experiment file's TOML, as `hairline run` reads.")
-    files: dict[str, str] = Field(
-        default_factory=dict,
-        description="Files it names, by name (one folder, no '/'): service.toml, the trace.",
-    )
-    kind: Literal["ab", "aa"] = "ab"
-
-
-class Submitted(BaseModel):
-    id: int
-    url: str
-    status_url: str
-    gate_url: str
-
-
-class ExperimentList(BaseModel):
-    items: list[ExperimentSummary]
-    next_before: int | None = Field(description="Pass as `before` for the next page.")
-
-
-class VerdictOut(BaseModel):
-    metric: str
-    candidate: str
-    baseline: str | None
-    deciding: bool
-    label: str
-    model: str
-    relative_effect: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    threshold: str
-
-
-@dataclass(frozen=True)
-class ExperimentOut(ExperimentSummary):
-    """An experiment as the list shows it, with its verdicts."""
-
-    verdicts: list[VerdictOut]
-    gate_url: str
-
-
-class Cancelled(BaseModel):
-    id: int
-    result: Literal["cancelled", "requested"]
-
-
-class GateRegressionOut(BaseModel):
-    metric: str
-    candidate: str
-    baseline: str | None
-    relative_effect: float | None
-    ci_low: float | None
-    ci_high: float | None
-    triage: str | None
-
-
-class GateInconclusiveOut(BaseModel):
-    metric: str
-    candidate: str
-    relative_effect: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-
-class GateOut(BaseModel):
-    id: int
-    answer: Literal["pass", "fail", "pending", "error"]
-    phase: str
-    progress: str
-    reason: str
-    regressions: list[GateRegressionOut]
-    # Deciding verdicts that settled nothing: they fail the gate unless the service's policy
-    # (inconclusive_passes, set by an admin) lets them pass.
-    inconclusive: list[GateInconclusiveOut]
-    deciding: int
-    inconclusive_passes: bool
-
-
-class GatePolicyIn(BaseModel):
-    inconclusive: Literal["fail", "pass"]
-
-
-class ServiceOut(BaseModel):
-    name: str
-    experiments: int
-    last_at: float | None
-
-
-class MetricOut(BaseModel):
-    metric: str
-    verdicts: int
-    regression: int
-    improvement: int
-    no_change: int
-    inconclusive: int
-
-
-class CommandIn(BaseModel):
-    # "env": ``command`` is an environment key the service's submissions may set.
-    kind: Literal["start", "build", "env"]
-    command: str = Field(min_length=1)
-
-
-class CommandOut(BaseModel):
-    service: str
-    kind: str
-    command: str
-    registered_by: str
-    created_at: float
-
-
-class Registration(BaseModel):
-    registered: bool = Field(description="False when the command was registered already.")
-
-
-class EventIn(BaseModel):
-    kind: str = Field(description=" | ".join(EVENT_KINDS))
-    service: str = Field(min_length=1, description="The service or downstream (host:port).")
-    host: str | None = Field(None, description="The host (or machine) it touched, if one.")
-    at: str = Field("now", description=f"When it started: {TIME_FORMATS}.")
-    until: str | None = Field(None, description="When it ended (default: a point in time).")
-    note: str = ""
-
-
-class EventOut(BaseModel):
-    id: int
-    kind: str
-    service: str
-    host: str | None
-    started_at: float = Field(description="Unix s")
-    ended_at: float | None = Field(description="Unix s; null: a point in time")
-    note: str
-    created_by: str
 
 
 # --- experiments ----------------------------------------------------------------------
