@@ -9,6 +9,7 @@ import click
 from hairline.cli._base import main
 from hairline.cli._options import store_options
 from hairline.store.db import open_store
+from hairline.web.ratelimit import DEFAULT_BURST, DEFAULT_RATE_PER_S
 
 
 @main.command()
@@ -19,6 +20,12 @@ from hairline.store.db import open_store
               help="Enqueue due periodic A/A runs ([aa] every) while serving.")  # fmt: skip
 @click.option("--schedule-poll-s", type=click.FloatRange(1), default=60.0, show_default=True,
               help="How often the scheduler looks for due A/A runs.")  # fmt: skip
+@click.option("--rate-per-s", type=click.FloatRange(0.01), default=DEFAULT_RATE_PER_S,
+              show_default=True,
+              help="API requests a second each token (or address without one) may "
+              "make.")  # fmt: skip
+@click.option("--burst", type=click.IntRange(1), default=DEFAULT_BURST, show_default=True,
+              help="Requests a caller may make at once before --rate-per-s holds it.")  # fmt: skip
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
 def serve(
@@ -28,6 +35,8 @@ def serve(
     port: int,
     schedule: bool,
     schedule_poll_s: float,
+    rate_per_s: float,
+    burst: int,
     log_level: str,
 ) -> None:
     """Serve the dashboard and the HTTP API (/api/v1, OpenAPI at /api/v1/docs).
@@ -38,9 +47,11 @@ def serve(
     import uvicorn
 
     from hairline.web.app import create_app
+    from hairline.web.ratelimit import RateLimiter
 
     store = open_store(db_url, home=home)
-    app = create_app(store, schedule_every_s=schedule_poll_s if schedule else None)
+    app = create_app(store, schedule_every_s=schedule_poll_s if schedule else None,
+                     limiter=RateLimiter(rate_per_s=rate_per_s, burst=burst))  # fmt: skip
     click.echo(f"hairline serve: http://{host}:{port}/ on {store.shown_url}", err=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -20,7 +20,8 @@ from hairline import __version__
 from hairline.store.db import Store
 from hairline.web.auth import Principal
 from hairline.web.deps import DOCS_PATH, OPENAPI_PATH, require
-from hairline.web.limits import BodyLimits
+from hairline.web.limits import RequestLimits
+from hairline.web.ratelimit import RateLimiter
 
 __all__ = ["STATIC", "TEMPLATES", "create_app"]
 
@@ -31,9 +32,12 @@ TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
 
-def create_app(store: Store, *, schedule_every_s: float | None = None) -> FastAPI:
+def create_app(
+    store: Store, *, schedule_every_s: float | None = None, limiter: RateLimiter | None = None
+) -> FastAPI:
     """The application over ``store``. With ``schedule_every_s``, due periodic A/A runs are
-    enqueued that often while it serves (docs/dashboard.md)."""
+    enqueued that often while it serves (docs/dashboard.md); ``limiter`` holds each API
+    caller to its rate (default :class:`RateLimiter`'s)."""
     from hairline.web import api, pages
 
     @contextlib.asynccontextmanager
@@ -60,8 +64,10 @@ def create_app(store: Store, *, schedule_every_s: float | None = None) -> FastAP
         redoc_url=None,
     )
     app.state.store = store
-    # Outermost: a request's size and token are checked before anything reads its body.
-    app.add_middleware(BodyLimits, store=store)
+    # Outermost: a request's rate, token and size are checked before anything reads its body.
+    app.add_middleware(
+        RequestLimits, store=store, limiter=limiter if limiter is not None else RateLimiter()
+    )
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

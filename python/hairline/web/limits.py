@@ -1,19 +1,22 @@
-"""Limits before work: an API request that sends a body is authenticated before its body is
-read, and no body is read past its size limit.
+"""Limits before work: an API request is held to its caller's rate, one that sends a body
+is authenticated before its body is read, and no body is read past its size limit.
 
 FastAPI reads and parses a route's body before it resolves the route's dependencies (where
 the token is checked), so without this an unauthenticated 300 MB POST was read whole, and
 took the server from 1.44 GB to 2.34 GB, before its 401. This ASGI middleware runs first:
 
-1. an ``/api/`` request with a body and no live token answers 401 at once (the pages'
+1. an ``/api/`` request past its caller's rate (web/ratelimit.py: by token, or by address
+   without one) answers 429 with ``Retry-After``;
+2. an ``/api/`` request with a body and no live token answers 401 at once (the pages'
    forms are small and keep their own sign-in flow);
-2. a body declared larger than the path's limit (``Content-Length``) answers 413 at once;
-3. a body without a declared length is read up to the limit and answers 413 past it.
+3. a body declared larger than the path's limit (``Content-Length``) answers 413 at once;
+4. a body without a declared length is read up to the limit and answers 413 past it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -23,8 +26,9 @@ from starlette.requests import Request
 from hairline.store.db import Store
 from hairline.web.auth import principal_for
 from hairline.web.deps import TOKEN_REQUIRED, request_token
+from hairline.web.ratelimit import RateLimiter, caller_key
 
-__all__ = ["MAX_BODY_BYTES", "MAX_SUBMISSION_BYTES", "BodyLimits", "body_limit"]
+__all__ = ["MAX_BODY_BYTES", "MAX_SUBMISSION_BYTES", "RequestLimits", "body_limit"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -47,18 +51,35 @@ def body_limit(method: str, path: str) -> int:
     return MAX_BODY_BYTES
 
 
-class BodyLimits:
-    """The middleware (``app.add_middleware(BodyLimits, store=store)``)."""
+class RequestLimits:
+    """The middleware (``app.add_middleware(RequestLimits, store=store, limiter=...)``)."""
 
-    def __init__(self, app: App, *, store: Store) -> None:
+    def __init__(self, app: App, *, store: Store, limiter: RateLimiter) -> None:
         self.app = app
         self.store = store
+        self.limiter = limiter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
+        if path.startswith("/api/"):
+            client = scope.get("client")
+            key = caller_key(request_token(Request(scope)), client[0] if client else None)
+            wait_s = self.limiter.take(key)
+            if wait_s > 0:
+                retry = str(max(1, math.ceil(wait_s)))
+                await _answer(
+                    send, 429,
+                    f"too many requests from this caller: at most {self.limiter.rate_per_s:g} a "
+                    f"second (bursts of {self.limiter.burst}); ask again in {retry} s",
+                    extra=[(b"retry-after", retry.encode())],
+                )  # fmt: skip
+                return
+        if scope["method"] not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
         limit = body_limit(scope["method"], path)
         if path.startswith("/api/") and not await self._authenticated(scope):
             await _answer(send, 401, TOKEN_REQUIRED, extra=[(b"www-authenticate", b"Bearer")])
