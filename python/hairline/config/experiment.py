@@ -4,7 +4,6 @@ the experiment that holds them with the lab's sections; an arm's start command.
 
 from __future__ import annotations
 
-import re
 import shlex
 import sys
 from typing import Any, Literal
@@ -30,6 +29,7 @@ from hairline.config.sections import (
 )
 from hairline.config.suggest import SuggestConfig
 from hairline.errors import ConfigError
+from hairline.kit.durations import duration_s
 
 __all__ = [
     "AA_MIN_EVERY_S",
@@ -79,19 +79,16 @@ class BuildConfig(TomlModel):
 
 # Shorter periods would keep the lab busy with A/A runs; ServiceLab runs them every 2 hours.
 AA_MIN_EVERY_S = 60.0
-_EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
-_EVERY_UNIT_S = {"m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_every_s(text: str) -> float:
     """``"30m"``, ``"2h"``, ``"1d"`` -> seconds; at least :data:`AA_MIN_EVERY_S`."""
-    match = _EVERY.match(text)
-    if match is None:
+    every_s = duration_s(text, units=("m", "h", "d"))
+    if every_s is None:
         raise ConfigError(
             f"{text!r} is not a period",
             hint='write a number and a unit: m (minutes), h (hours) or d (days), e.g. "2h"',
         )
-    every_s = float(match.group(1)) * _EVERY_UNIT_S[match.group(2)]
     if every_s < AA_MIN_EVERY_S:
         raise ConfigError(
             f"{text!r} is shorter than the shortest period, 1m",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from hairline.errors import ConfigError
+from hairline.kit.durations import duration_s
 from hairline.kraken.series import Labels, Matcher, MatchOp, SeriesStore
 
 __all__ = [
@@ -87,16 +88,13 @@ class Negate:
 
 Expr = Number | Selector | Call | Aggregate | Binary | Negate
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 def parse_duration_s(text: str) -> float:
     """``"500ms"``, ``"6s"``, ``"4m"``, ``"1h"`` in seconds; ValueError otherwise."""
-    m = _DURATION.match(text.strip())
-    if not m:
+    seconds = duration_s(text, units=("ms", "s", "m", "h"))
+    if seconds is None:
         raise ValueError(f"{text!r} is not a duration such as 500ms, 6s, 4m or 1h")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
+    return seconds
 
 
 _TOKEN = re.compile(

@@ -5,13 +5,13 @@ their runs are in the store already."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
 
 from hairline.errors import ConfigError
+from hairline.kit.durations import duration_s
 from hairline.store.db import Store
 from hairline.store.models import LabEvent
 
@@ -26,8 +26,6 @@ __all__ = [
 ]
 
 EVENT_KINDS = ("deploy", "maintenance", "other")
-_OFFSET = re.compile(r"^(?P<sign>[-+])(?P<amount>\d+(?:\.\d+)?)(?P<unit>[smhd])$")
-_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 TIME_FORMATS = (
     'ISO 8601 (2024-05-01T12:30:00+00:00; without a zone, local time), "now", '
     'or an offset from now such as "-15m", "-2h", "+30s"'
@@ -52,9 +50,10 @@ def parse_time(text: str, *, now_s: float, flag: str = "--at") -> float:
     value = text.strip()
     if value.lower() == "now":
         return now_s
-    if match := _OFFSET.match(value):
-        offset_s = float(match["amount"]) * _UNIT_S[match["unit"]]
-        return now_s - offset_s if match["sign"] == "-" else now_s + offset_s
+    sign, rest = value[:1], value[1:]
+    offset_s = duration_s(rest, units=("s", "m", "h", "d")) if sign in ("-", "+") else None
+    if offset_s is not None:
+        return now_s - offset_s if sign == "-" else now_s + offset_s
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
