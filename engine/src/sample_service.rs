@@ -19,6 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::http::{parse_request_head, BodyFraming, RequestHead};
@@ -39,7 +41,9 @@ use crate::sample_stall::Stall;
 
 pub use crate::sample_trace::{run_trace, SampleTraceArgs, SampleTraceError};
 
-/// How often idle loops look at the shutdown flag.
+/// How often idle loops look at the shutdown flag. A stop does not wait for it: a stop
+/// signal wakes the accepting poll through a pipe (`accept_until`), which wakes the workers;
+/// it took up to this long, twice per batch of every experiment, before they did.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 /// Request bodies are read and ignored; larger ones are refused (413).
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -828,8 +832,23 @@ pub(crate) fn accept_until(
 ) -> io::Result<()> {
     let mut poll = Poll::new()?;
     const LISTENER: Token = Token(0);
+    const STOP: Token = Token(1);
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
+    // A stop signal also writes to this pipe, so the poll wakes whichever thread took the
+    // signal and however close to the poll's start it came (a flag alone can be set just
+    // after the loop looked at it, and the poll then sleeps its whole timeout).
+    let (stop_read, stop_write) = UnixStream::pair()?;
+    stop_read.set_nonblocking(true)?;
+    stop_write.set_nonblocking(true)?;
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::low_level::pipe::register(signal, stop_write.try_clone()?)?;
+    }
+    poll.registry().register(
+        &mut SourceFd(&stop_read.as_raw_fd()),
+        STOP,
+        Interest::READABLE,
+    )?;
     let mut events = Events::with_capacity(64);
     while !shutdown.load(Ordering::Relaxed) {
         if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
@@ -838,7 +857,7 @@ pub(crate) fn accept_until(
             }
             return Err(e);
         }
-        if events.is_empty() {
+        if !events.iter().any(|e| e.token() == LISTENER) {
             continue;
         }
         loop {
@@ -920,13 +939,18 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         }
         Ok(())
     })?;
-    drop(workers);
+    // The workers sleep in their polls: woken, each sees the flag and ends now. Their wakers
+    // stay open until they have: closing an eventfd drops its pending event from the poll.
+    for worker in &workers {
+        let _ = worker.waker.wake();
+    }
     for join in joins {
         match join.join() {
             Ok(result) => result?,
             Err(_) => return Err(io::Error::other("a worker thread panicked").into()),
         }
     }
+    drop(workers);
     Ok(())
 }
 

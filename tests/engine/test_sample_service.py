@@ -274,6 +274,21 @@ def test_sigterm_stops_the_service_cleanly(sample_service: StartSampleService) -
     assert svc.stop() == 0
 
 
+def test_sigterm_stops_the_service_at_once_not_at_its_workers_next_poll(
+    sample_service: StartSampleService,
+) -> None:
+    """False failure: under 1e-4: a stop took 3-5 ms (2026-11-28, 20 in a row), against a
+    bound of 40 ms; before the fix it took until the workers' next 100 ms poll (50-100 ms,
+    80 ms at this test's 120 ms), which a bound of 40 ms tells apart. Only a 35 ms stall of
+    this process on a 2-vCPU machine fails it."""
+    svc = sample_service("--threads", "4")
+    send_all(svc, ["/api/profile?user=3"])
+    time.sleep(0.12)  # mid-way through the workers' idle polls
+    started = time.monotonic()
+    assert svc.stop() == 0
+    assert time.monotonic() - started < 0.04
+
+
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
