@@ -188,7 +188,10 @@ mod tests {
         let ok = rate_gate(1000, &[("a".into(), 995), ("b".into(), 1000)]);
         assert!(ok.passed);
         let bad = rate_gate(1000, &[("a".into(), 1000), ("b".into(), 980)]);
-        assert!(!bad.passed && bad.detail.contains("target b got 2.00% off"), "{bad:?}");
+        assert!(
+            !bad.passed && bad.detail.contains("target b got 2.00% off"),
+            "{bad:?}"
+        );
         assert!(ok.detail.starts_with("every target got"), "{ok:?}");
         assert!(late_gate(10, 1000).passed);
         assert!(!late_gate(11, 1000).passed);

@@ -28,6 +28,7 @@ from hairline.store.observations import read_observations
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 REGRESSED_B = {"A": {}, "B": {"args": ["--regress-cpu", "0.10"]}}
+DOUBLED_B = {"A": {}, "B": {"args": ["--regress-cpu", "1.0"]}}
 
 
 def daemonising(marker: str) -> str:
@@ -84,19 +85,23 @@ def assert_nothing_left(home: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_10_percent_cpu_regression_is_flagged(tmp_path: Path, engine_path: Path) -> None:
-    """False failure: about 1e-3 (not measured). A 10% CPU regression against a 2% threshold over 7
-    trials at 2,500/s; at 800/s CI once read it as inconclusive (interval about +/-5%), and the
-    per-trial spread at 2,500/s on this machine is not recorded."""
-    # Seven trials, so the trimmed t (the default from five) has some power without A/A
-    # history. 2,500/s keeps the service busy: at 800/s the per-trial CPU was noisy enough
-    # that CI once saw this 10% change as inconclusive (interval about +/-5%).
+def test_a_cpu_regression_is_flagged_in_every_report(tmp_path: Path, engine_path: Path) -> None:
+    """False failure: under 1e-6: B does twice the work of a request, which read +71% to
+    +72% with 95% intervals under +/-4% over four trials at 1,000/s (tests/lab/
+    test_bisect_e2e.py, 2026-11-28); over three trials the t on 2 degrees of freedom
+    widens that to about +/-6%, still tens of standard errors above the 2% threshold and
+    the 5% asserted below.
+
+    This checks that a regression flows to the verdict, the exit status and every report.
+    How small a change the lab finds is a benchmark's question (bench/lab on nginx,
+    bench/precision): a 10% change over seven 2 s trials took 49 s here and was still
+    read inconclusive once on CI."""
     path = write_experiment(
         tmp_path / "ab",
         tag="ab",
-        arms=REGRESSED_B,
-        load={"rate_per_s": 2500, "duration_s": 2.0},
-        design={"trials": 7},
+        arms=DOUBLED_B,
+        load={"rate_per_s": 1000, "duration_s": 1.0},
+        design={"trials": 3},
     ).path
     home = tmp_path / "home"
     out = tmp_path / "report.json"
@@ -107,7 +112,7 @@ def test_a_10_percent_cpu_regression_is_flagged(tmp_path: Path, engine_path: Pat
     cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
     assert cpu["verdict"] == "regression"
     assert cpu["effect_rel"] > 0.05
-    assert report["phase"] == "done" and report["trials_done"] == 7
+    assert report["phase"] == "done" and report["trials_done"] == 3
     assert "regression" in (tmp_path / "r.md").read_text()
     assert "HTML report:" in done.stdout
     html = Path(done.stdout.split("HTML report:")[-1].split()[0])
