@@ -554,5 +554,61 @@ def suite_order_key(fixturenames: Sequence[str]) -> tuple[bool, ...]:
     return tuple(name in fixturenames for name in reversed(_NOISY_SESSION_FIXTURES))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# --- two parts: what may share the CPUs, and what must have them to itself ---------------
+
+# Fixtures whose tests start services, load generators or clusters: they time things, or
+# run beside tests that do.
+_TIMING_FIXTURES = frozenset({"engine_path", *_NOISY_SESSION_FIXTURES})
+# Folders and files whose tests measure time, CPU or rates without those fixtures (bounds on
+# a stop, a start, a CPU reading, a CLI run's wall time).
+_TIMING_PATHS = (
+    "tests/arms/",
+    "tests/bench/",
+    "tests/collect/",
+    "tests/engine/",
+    "tests/kraken/",
+    "tests/routing/",
+    "tests/hosts/test_node.py",
+    "tests/lab/test_capacity_pid.py",
+    "tests/store/test_db.py",
+    "tests/test_cli_trace.py",
+)
+SUITE_PARTS = ("all", "shared", "alone")
+
+
+def runs_alone(path: str, fixturenames: Sequence[str], slow: bool) -> bool:
+    """Whether a test needs the machine to itself: it is slow (the slow ones measure), uses a
+    fixture that starts what times things, or lies where tests measure time. The rest check
+    logic (seeded simulations, parsers, the database, the CLI's errors) and may run two at
+    once, one per CPU."""
+    return (
+        slow or bool(_TIMING_FIXTURES.intersection(fixturenames)) or path.startswith(_TIMING_PATHS)
+    )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--suite-part",
+        choices=SUITE_PARTS,
+        default="all",
+        help="shared: only the tests that may share the CPUs (run them with -n 2); alone: "
+        "only those that must not; all (the default): both",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: suite_order_key(getattr(item, "fixturenames", ())))
+    part = config.getoption("--suite-part")
+    if part == "all":
+        return
+    root = Path(str(config.rootpath))
+    kept, left = [], []
+    for item in items:
+        path = Path(str(item.path)).relative_to(root).as_posix()
+        alone = runs_alone(
+            path, getattr(item, "fixturenames", ()), item.get_closest_marker("slow") is not None
+        )
+        (kept if alone == (part == "alone") else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+    items[:] = kept

@@ -1,0 +1,29 @@
+"""How the suite is ordered and split (tests/conftest.py): which tests may share the CPUs."""
+
+from __future__ import annotations
+
+from conftest import runs_alone, suite_order_key
+
+
+def test_a_simulation_with_no_service_may_share_the_cpus() -> None:
+    assert not runs_alone("tests/stats/test_models.py", ["tmp_path"], slow=False)
+
+
+def test_a_slow_test_runs_alone_wherever_it_is() -> None:
+    assert runs_alone("tests/stats/test_models.py", [], slow=True)
+
+
+def test_a_test_that_starts_the_engine_or_a_cluster_runs_alone() -> None:
+    for fixture in ("engine_path", "ray_cluster", "kraken_fleet"):
+        assert runs_alone("tests/web/test_api.py", ["tmp_path", fixture], slow=False)
+
+
+def test_the_folders_that_measure_time_run_alone() -> None:
+    assert runs_alone("tests/engine/test_http.py", [], slow=False)
+    assert runs_alone("tests/hosts/test_node.py", [], slow=False)
+    assert not runs_alone("tests/hosts/test_factors.py", [], slow=False)
+
+
+def test_the_noisy_session_fixtures_tests_go_last_ray_after_haproxy() -> None:
+    quiet, fleet, ray = (suite_order_key(f) for f in ([], ["kraken_fleet"], ["ray_cluster"]))
+    assert quiet < fleet < ray
