@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import live_processes_with
-from hairline.arms.cgroup import cgroup_mode, create_cgroup, probe, sweep
+from hairline.arms.cgroup import cgroup_mode, create_cgroup, probe, remove_named, sweep
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 
 BURN_SERVER = Path(__file__).with_name("burn_server.py")
@@ -132,6 +132,21 @@ def test_sweep_kills_what_a_dead_owner_left(tmp_path: Path, mode: str) -> None:
     proc.wait(timeout=5)
     assert live_processes_with(marker) == []
     assert all(not d.exists() for d in group.dirs.values())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_arm_stopped_before_it_knew_its_cgroup_still_removes_it(mode: str) -> None:
+    """Ctrl-C inside create_cgroup, once it has made the directories: the arm holds no
+    cgroup, and its stop finds the one of its name."""
+    if not usable(mode):
+        pytest.skip(f"this machine has no usable cgroup {mode}")
+    name = f"test-unknown{os.getpid()}-{mode}"
+    made, why = create_cgroup(name, mode=mode)  # made, then "lost" by the interrupted arm
+    assert made is not None, why
+    arm = LocalArm(ArmSpec(name="A", command=["true"]), port=free_port(), cgroup=name)
+    arm.stop()
+    assert all(not d.exists() for d in made.dirs.values())
+    assert remove_named(name) == []
 
 
 def test_a_mode_the_machine_lacks_is_no_cgroup_with_a_reason(

@@ -45,6 +45,7 @@ __all__ = [
     "cgroup_name",
     "create_cgroup",
     "probe",
+    "remove_named",
     "sweep",
 ]
 
@@ -322,7 +323,26 @@ def create_cgroup(
     except OSError as err:
         ArmCgroup(chosen, dirs).remove(timeout_s=0.5)
         return None, f"cannot make a {chosen} cgroup: {err}"
+    except BaseException:
+        # Ctrl-C between two hierarchies: the caller never sees the cgroup, so nobody else
+        # would remove what was made.
+        ArmCgroup(chosen, dirs).remove(timeout_s=0.5)
+        raise
     return ArmCgroup(chosen, dirs), ""
+
+
+def remove_named(name: str, *, hierarchies: Hierarchies | None = None) -> list[str]:
+    """Kill and remove the arm cgroup ``name`` exactly, in every hierarchy of both modes,
+    wherever it was made; the modes it was found in."""
+    hierarchies = hierarchies or probe()
+    found = []
+    for mode in ("v2", "v1"):
+        dirs = {k: base / name for k, base in _base_dirs(mode, hierarchies).items()}
+        dirs = {k: d for k, d in dirs.items() if d.is_dir()}
+        if dirs:
+            ArmCgroup(mode, dirs).remove()
+            found.append(mode)
+    return found
 
 
 def cgroup_name(prefix: str, arm: str, port: int) -> str:

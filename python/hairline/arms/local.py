@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from hairline.arms.cgroup import ArmCgroup, create_cgroup
+from hairline.arms.cgroup import ArmCgroup, create_cgroup, remove_named
 from hairline.arms.isolation import ArmIsolation
 from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
 from hairline.config.isolation import IsolationConfig
@@ -251,6 +251,10 @@ class LocalArm:
                 proc.wait(timeout=grace_s)
         if group is not None:
             group.remove()
+        elif self._cgroup_name is not None and self._proc is None:
+            # Stopped before create_cgroup returned (Ctrl-C in start): what it made, if
+            # anything, is found by name. Two such cgroups were left in full suite runs.
+            remove_named(self._cgroup_name)
         if self.isolation is not None:
             self.isolation.stop()
 
