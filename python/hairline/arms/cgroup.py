@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 CgroupMode = Literal["v2", "v1", "none"]
-_V1_CONTROLLERS = ("cpuacct", "memory", "freezer")
+# pids: the limit on a sandboxed build's processes (lab/build/sandbox.py).
+_V1_CONTROLLERS = ("cpuacct", "memory", "freezer", "pids")
 _KILL_TIMEOUT_S = 5.0
 
 
@@ -210,6 +211,30 @@ class ArmCgroup:
             return _read_int(self.dirs["v2"] / "memory.peak")
         return None
 
+    def limit(self, *, pids_max: int, memory_bytes: int) -> list[str]:
+        """Cap the processes (and threads) and the memory of what runs in the cgroup; the
+        limits that could not be set, with why (no such controller here, or refused)."""
+        files: dict[str, Path | None]
+        if self.mode == "v2":
+            files = {"pids.max": self.dirs["v2"], "memory.max": self.dirs["v2"]}
+        else:
+            files = {
+                "pids.max": self.dirs.get("pids"),
+                "memory.limit_in_bytes": self.dirs.get("memory"),
+            }
+        values = {"pids.max": pids_max, "memory.max": memory_bytes,
+                  "memory.limit_in_bytes": memory_bytes}  # fmt: skip
+        missing = []
+        for file, directory in files.items():
+            if directory is None:
+                missing.append(f"{file}: no {file.split('.')[0]} controller in cgroup {self.mode}")
+                continue
+            try:
+                (directory / file).write_text(str(values[file]))
+            except OSError as err:
+                missing.append(f"{file}: {err.strerror or err}")
+        return missing
+
     def kill(self, *, timeout_s: float = _KILL_TIMEOUT_S) -> bool:
         """SIGKILL every process in the cgroup, daemons included; True once it is empty."""
         deadline = time.monotonic() + timeout_s
@@ -280,10 +305,10 @@ def _base_dirs(mode: CgroupMode, hierarchies: Hierarchies) -> dict[str, Path]:
 
 
 def _enable_v2_controllers(base: Path, parent: Path, available: frozenset[str]) -> None:
-    """Let arm cgroups have the memory and cpu controllers where the parent allows it. The
+    """Let arm cgroups have the memory, cpu and pids controllers where the parent allows it. The
     parent may hold processes (v2 forbids enabling then): CPU usage is a core file and is
     read all the same; memory then comes from procfs."""
-    wanted = [c for c in ("cpu", "memory") if c in available]
+    wanted = [c for c in ("cpu", "memory", "pids") if c in available]
     for directory in (parent, base):
         for controller in wanted:
             with contextlib.suppress(OSError):

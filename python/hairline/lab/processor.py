@@ -35,7 +35,7 @@ from hairline.hosts.inventory import (
     requirements_for,
 )
 from hairline.hosts.registry import mark_unhealthy
-from hairline.lab.build import BuildResult, BuildSpec, Source, build
+from hairline.lab.build import BuildResult, BuildSandbox, BuildSpec, Source, build
 from hairline.lab.context import Context, Event, ProcessorOptions
 from hairline.lab.queue import (
     Cancelled,
@@ -238,6 +238,8 @@ def _build(ctx: Context) -> None:
             command=service.build.command,
             artifact=service.build.artifact,
             env={**service.env, **arm.env},
+            # What came through the API is code the lab has not seen: it builds sandboxed.
+            sandbox=BuildSandbox() if ctx.row.origin == "api" else None,
         )
         ctx.keeper.check()
         ctx.emit("build", f"building {name} ({source.describe()})")

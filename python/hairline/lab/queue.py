@@ -411,6 +411,8 @@ class ExperimentRow:
     config: ExperimentConfig
     artifacts_dir: Path
     cancel_requested: bool
+    # "api" for a submission through the API: its build runs sandboxed (lab/build/sandbox.py).
+    origin: str = ""
 
 
 def load(session: Session, experiment_id: int) -> ExperimentRow:
@@ -425,4 +427,5 @@ def load(session: Session, experiment_id: int) -> ExperimentRow:
         config=ExperimentConfig.model_validate(json.loads(row.spec)),
         artifacts_dir=Path(row.artifacts_dir),
         cancel_requested=row.cancel_requested,
+        origin=row.origin,
     )

@@ -39,6 +39,7 @@ from typing import Any
 
 from hairline.errors import BuildFailed, ConfigError
 from hairline.lab.build.command import run_command
+from hairline.lab.build.sandbox import BuildSandbox
 from hairline.lab.build.source import (
     EXCLUDED_NAMES,
     FolderTree,
@@ -66,6 +67,8 @@ class BuildSpec:
     command: str | None
     artifact: str | None
     env: Mapping[str, str] = field(default_factory=dict)
+    # A submitted experiment's build (lab/build/sandbox.py); None: the owner's own.
+    sandbox: BuildSandbox | None = None
 
     def __post_init__(self) -> None:
         _artifact_path(self.artifact)
@@ -109,19 +112,23 @@ def _artifact_path(artifact: str | None) -> str | None:
 
 
 def _key(tree: str, spec: BuildSpec) -> str:
-    recipe = {
+    recipe: dict[str, object] = {
         "version": _KEY_VERSION,
         "tree": tree,
         "command": spec.command,
         "artifact": _artifact_path(spec.artifact),
         "env": sorted(spec.env.items()),
     }
+    # A sandboxed build's artifact is never served to an owner's unsandboxed run, nor the
+    # other way round: each has entries of its own.
+    if spec.sandbox is not None:
+        recipe["sandboxed"] = True
     encoded = json.dumps(recipe, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
 def build_key(spec: BuildSpec) -> str:
-    """The cache key: sha256 of (tree hash, command, artifact, sorted env)."""
+    """The cache key: sha256 of (tree hash, command, artifact, sorted env, sandboxed)."""
     return _key(tree_hash(spec.source), spec)
 
 
@@ -349,7 +356,7 @@ def _build_locked(
         if spec.command is not None:
             command_started = time.monotonic()
             status, timed_out = run_command(
-                spec.command, work, spec.env, output, timeout_s, on_output
+                spec.command, work, spec.env, output, timeout_s, on_output, sandbox=spec.sandbox
             )
             if timed_out:
                 raise fail(f"timed out after {timeout_s:g} s")

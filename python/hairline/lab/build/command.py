@@ -1,5 +1,6 @@
 """A build command run: ``sh -c`` in its own process group, its output teed to a file and
-to the caller line by line, a deadline, and nothing it started left running.
+to the caller line by line, a deadline, and nothing it started left running. A submitted
+experiment's build runs in the sandbox of :mod:`hairline.lab.build.sandbox`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hairline.arms.cgroup import ArmCgroup, create_cgroup
+from hairline.kit.procs import child_setup
+from hairline.lab.build.sandbox import BuildSandbox, bwrap_argv, find_bwrap, limits_problems
 from hairline.lab.build.source import CHUNK_BYTES, git_env
 
 __all__ = ["run_command"]
 
 # After the build's shell exits, how long a grandchild may keep writing before we stop reading.
 _DRAIN_S = 0.5
+# All a sandboxed build is given of the processor's environment: nothing of it can hold a
+# secret (a database password, a token), and a toolchain finds itself with these.
+_SANDBOX_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SOURCE_DATE_EPOCH")
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -75,24 +82,50 @@ def run_command(
     output: Path,
     timeout_s: float,
     on_output: Callable[[str], None] | None,
+    *,
+    sandbox: BuildSandbox | None = None,
 ) -> tuple[int, bool]:
-    """Run ``sh -c command`` in its own process group; returns (exit status, timed out)."""
-    with open(output, "wb") as out:
-        proc = subprocess.Popen(
-            ["sh", "-c", command],
-            cwd=cwd,
-            env={**git_env(), **env},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            timed_out = _pump(proc, out, time.monotonic() + timeout_s, on_output)
-        finally:
-            # Whatever the build left running (or all of it, on timeout) goes with it.
-            _kill_group(proc)
-            proc.wait()
-            assert proc.stdout is not None
-            proc.stdout.close()
+    """Run ``sh -c command`` in its own process group (in ``sandbox`` if given, ``cwd`` its
+    only writable folder); returns (exit status, timed out)."""
+    argv, full_env = ["sh", "-c", command], {**git_env(), **env}
+    group: ArmCgroup | None = None
+    if sandbox is not None:
+        argv = bwrap_argv(find_bwrap(), command, cwd)
+        full_env = {k: v for k, v in os.environ.items() if k in _SANDBOX_ENV} | dict(env)
+        group = _limited_cgroup(f"hlbuild-{cwd.name}-{os.getpid()}", sandbox)
+    try:
+        with open(output, "wb") as out:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=child_setup(join=group.procs_files) if group is not None else None,
+            )
+            try:
+                timed_out = _pump(proc, out, time.monotonic() + timeout_s, on_output)
+            finally:
+                # Whatever the build left running (or all of it, on timeout) goes with it.
+                _kill_group(proc)
+                proc.wait()
+                assert proc.stdout is not None
+                proc.stdout.close()
+    finally:
+        if group is not None:
+            group.remove()  # and every process still in it: the sandbox's own session too
     return proc.returncode, timed_out
+
+
+def _limited_cgroup(name: str, sandbox: BuildSandbox) -> ArmCgroup:
+    """A cgroup for a sandboxed build with its limits set, or BuildFailed saying why not."""
+    group, why = create_cgroup(name)
+    if group is None:
+        raise limits_problems([why])
+    problems = group.limit(pids_max=sandbox.pids_max, memory_bytes=sandbox.memory_bytes)
+    if problems:
+        group.remove()
+        raise limits_problems(problems)
+    return group
