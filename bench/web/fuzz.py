@@ -113,7 +113,7 @@ def main() -> int:
                  "--seed", str(args.seed), "--workers", "1", "--no-color",
                  "--report", "har", "--report-har-path", str(har),
                  "--output-sanitize", "true"],
-                capture_output=True, text=True, env={**os.environ},
+                capture_output=True, text=True, env={**os.environ}, cwd=home,  # its cache there
             )  # fmt: skip
         finally:
             server.terminate()
