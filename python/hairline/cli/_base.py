@@ -8,10 +8,7 @@ exit 2.
 from __future__ import annotations
 
 import importlib
-import signal
 import sys
-import threading
-from types import FrameType
 from typing import Any
 
 import click
@@ -19,6 +16,7 @@ from rich.console import Console
 
 from hairline import __version__
 from hairline.errors import HairlineError
+from hairline.kit import interrupts
 
 __all__ = [
     "COMMAND_MODULES",
@@ -37,10 +35,6 @@ EXIT_ERROR = 2
 # `run`/`aa` (and `lab process --wait-s`) gave up waiting for hosts or a Ray head; the
 # experiment is still queued, so a CI job can tell "try later" from "broken".
 EXIT_WAITING = 3
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 # Each command and the modules that define it and its subcommands. A module is imported
@@ -93,9 +87,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         # SIGTERM (a CI runner's timeout, `kill`, a container stopping) takes the same path
         # as Ctrl-C: arms and their cgroups stopped, hosts released, the experiment failed.
-        # Python's default would exit at once and leave all of that behind.
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _interrupt)
+        # Python's default would exit at once and leave all of that behind. Both are
+        # remembered too, so that one swallowed where it landed is raised again.
+        interrupts.install()
         try:
             return super().invoke(ctx)
         except HairlineError as err:

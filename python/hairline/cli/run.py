@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn
 
 import click
@@ -40,6 +39,7 @@ from hairline.cli._options import (
 from hairline.cli._waiting import ProgressOut, duration_text
 from hairline.cli.experiments import emit_reports, exit_code
 from hairline.config import ExperimentConfig
+from hairline.kit import interrupts
 from hairline.lab.drive import DriveSettings, Outcome, drive
 from hairline.lab.files import load_experiment_file
 from hairline.lab.patience import WaitNote
@@ -77,11 +77,8 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (a CI job cancelled) stops an experiment the same careful way as Ctrl-C."""
-
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = signal.getsignal(signal.SIGTERM)
+    interrupts.install((signal.SIGTERM,))
     try:
         yield
     finally:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from hairline.kit import interrupts
 from hairline.lab.context import Event
 from hairline.lab.patience import Patience, WaitNote
 from hairline.lab.processor import ProcessorOptions, process_experiment
@@ -88,6 +89,7 @@ def drive(store: Store, experiment_id: int, settings: DriveSettings, hooks: Driv
     attempting = False
     try:
         while True:
+            interrupts.raise_if_interrupted()
             attempting = True
             outcome = process_experiment(store, experiment_id, options)
             attempting = False

@@ -37,6 +37,7 @@ from hairline.collect.cpustat import read_cpu_times, steal_ms
 from hairline.collect.prometheus import Sample, scrape
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import HairlineError, TrialLeftOut
+from hairline.kit import interrupts
 from hairline.kit.jsonout import write_json
 from hairline.kit.procs import thread_pinned_to
 from hairline.lab.latency import latency_rows
@@ -333,6 +334,7 @@ def _run_batches(
     for batch in batches:
         problems: list[str] = []
         for attempt in range(1, plan.max_batch_attempts + 1):
+            interrupts.raise_if_interrupted()
             if hooks.check:
                 hooks.check()
             try:
@@ -403,6 +405,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
                 cpus=plan.harness_cpus,
                 spin_us=plan.engine_spin_us,
             )
+            interrupts.raise_if_interrupted()
             if hooks.check:
                 hooks.check()
             if plan.measure is not None:

@@ -33,6 +33,7 @@ from hairline.arms.remote import HostLost
 from hairline.config import start_command
 from hairline.errors import HairlineError
 from hairline.hosts.inventory import Allocation, ensure_local_hosts
+from hairline.kit import interrupts
 from hairline.kit.procs import group_alive, kill_group
 from hairline.lab.calibrate import calibrate
 from hairline.lab.capacity import capacity_settings
@@ -315,6 +316,7 @@ def _run_trials(
         )
 
     for index in sorted(pending):
+        interrupts.raise_if_interrupted()
         with ctx.store.transaction() as session:
             transition(
                 session, owner, ctx.id, clock=clock,
