@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from hairline.errors import ConfigError
 from hairline.lab.analysis import AnalysisOptions, analyze
 from hairline.report.context import ArmReport, ExperimentReport, HostReport
 from hairline.report.markdown import append_step_summary, render_markdown
+from hairline.stats.certificate import aa_record
 from hairline.store.observations import read_observations, write_observations
 
 
@@ -74,13 +76,31 @@ def test_a_regression_leads_the_comment_and_is_marked_in_the_table(tmp_path: Pat
         r"### hairline: regression found in cpu\\_ns\\_per\\_request \+\d\.\d\d%", first
     )
     header, cpu, goodput = table_rows(markdown)
-    assert header == ["metric", "A", "B", "effect", "CI", "p", "threshold", "verdict"]
-    assert cpu[0] == "`cpu_ns_per_request`" and cpu[-1] == "**regression**"
+    assert header == ["metric", "A", "B", "effect", "CI", "p", "threshold", "verdict",
+                      "A/A flagged", "detects"]  # fmt: skip
+    assert cpu[0] == "`cpu_ns_per_request`" and cpu[7] == "**regression**"
+    # The certificate: no A/A run in this lab yet, and what the 6 trials could detect.
+    assert cpu[8] == "no A/A record" and re.fullmatch(r"0\.\d+%", cpu[9])
     assert cpu[1].startswith("15") and "," in cpu[1]  # means with thousands separators
     assert cpu[6] == "1%"
-    assert goodput[6] == "1% (lower worse)" and goodput[-1] != "**regression**"
+    assert goodput[6] == "1% (lower worse)" and goodput[7] != "**regression**"
     # One model for both metrics, and why: no A/A history to choose by.
     assert re.search(r"\n- `[\w-]+` for both metrics: adaptive: no A/A history", markdown)
+
+
+def test_each_verdict_carries_its_a_a_record_and_says_when_it_is_over_the_band(
+    tmp_path: Path,
+) -> None:
+    """False failure: none: seeded data, and the A/A records are given."""
+    records = {
+        "cpu_ns_per_request": aa_record(["no change"] * 19 + ["regression"], 0.05),
+        "goodput_per_s": aa_record(["regression"] * 6 + ["no change"] * 14, 0.05),
+    }
+    base = report(tmp_path, cpu_effect=0.03, seed=1)
+    markdown = render_markdown(replace(base, aa_records=records))
+    _, cpu, goodput = table_rows(markdown)
+    assert cpu[8] == "1/20 (0-3 expected)"
+    assert goodput[8] == "6/20 (0-3 expected): over"
 
 
 def test_no_regression_and_the_setup_folded_away(tmp_path: Path) -> None:
@@ -112,7 +132,7 @@ def test_user_text_cannot_inject_html_or_break_the_table(tmp_path: Path) -> None
     # Every < that is not our own <details> markup is backslash-escaped, so it stays text.
     assert not re.search(r"(?<!\\)<(?!/?(details|summary)>)", markdown)
     assert "\\<script\\>alert(1)\\</script\\> \\| shop" in markdown
-    assert all(len(row) == 8 for row in table_rows(markdown))
+    assert all(len(row) == 10 for row in table_rows(markdown))
 
 
 def test_a_failed_experiment_shows_its_reason_and_no_table(tmp_path: Path) -> None:

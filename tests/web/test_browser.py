@@ -8,13 +8,16 @@ Each page's screenshot is written under the test's tmp_path (docs/img/ holds cop
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from weblab import WebLab, experiment_toml, submission, wait_ended
+from weblab import HAIRLINE, WebLab, experiment_toml, submission, wait_ended
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +89,27 @@ def test_every_page_renders_a_real_regression_and_a_real_aa_run(
     facts = page.locator("table.facts")
     assert facts.count() >= 1 and "cpu_model" in facts.first.inner_text()
     assert page.locator("#live").get_attribute("data-phase") == "done"
+    # Each verdict's certificate: the one A/A run before it, and what it could detect.
+    summary = page.locator(".report table").first.inner_text()
+    assert "A/A flagged" in summary and "detects" in summary
+    assert re.search(r"\b[01]/1 \(0-\d expected\)", summary), summary
+    assert "Certificate:" in page.locator(".report section").first.inner_text()
     shoot(page, tmp_path, "experiment")
+
+    # The same verdicts in the experiment's self-contained HTML report (`hairline report
+    # --html`), and in its JSON.
+    report_html = tmp_path / "report.html"
+    shown = subprocess.run(
+        [*HAIRLINE, "report", str(regression), "--db", web_lab.db_url, "--home",
+         str(web_lab.home), "--html", str(report_html), "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 1, shown.stderr  # 1: the regression
+    cert = json.loads((tmp_path / "r.json").read_text())["analysis"]["metrics"][0]["certificate"]
+    assert cert["aa_history"]["runs"] == 1 and cert["mde"] > 0, cert
+    page.goto(report_html.as_uri())
+    assert re.search(r"\b[01]/1 \(0-\d expected\)", page.locator("table").first.inner_text())
+    shoot(page, tmp_path, "report-html")
 
     page.goto(f"{web_lab.url}/aa")
     health = page.locator("table.health tbody tr")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.analysis import Analysis, AnalysisOptions, MetricAnalysis, analyze
+from hairline.stats.certificate import AaRecord, aa_record, is_false_positive
 from hairline.stats.data import Comparison
 from hairline.stats.sequential import FIRST_LOOK, settled
 from hairline.stats.verdict import MetricRule, Verdict
@@ -274,6 +275,28 @@ def load_analysis(artifacts: Path) -> Analysis | None:
         results=tuple(results),
         deciding=tuple(data.get("deciding") or ()),
     )
+
+
+def aa_records(store: Store, ids: Sequence[int], alpha: float) -> dict[str, AaRecord]:
+    """Per metric, what the deciding verdicts of the finished A/A experiments ``ids`` said:
+    the A/A record a certificate shows (stats/certificate.py). A run with several deciding
+    comparisons (three arms) is one run, a false positive if any of them is."""
+    if not ids:
+        return {}
+    with store.transaction() as session:
+        rows = session.execute(
+            select(VerdictRow.experiment_id, VerdictRow.metric, VerdictRow.label)
+            .join(Experiment, Experiment.id == VerdictRow.experiment_id)
+            .where(VerdictRow.experiment_id.in_(list(ids)), VerdictRow.deciding,
+                   Experiment.kind == "aa", Experiment.phase == "done")
+            .order_by(VerdictRow.id)
+        ).all()  # fmt: skip
+    labels: dict[str, dict[int, str]] = {}
+    for eid, metric, label in rows:
+        found = labels.setdefault(metric, {})
+        if eid not in found or not is_false_positive(found[eid]):
+            found[eid] = label
+    return {m: aa_record(list(by_run.values()), alpha) for m, by_run in sorted(labels.items())}
 
 
 def stored_history(artifacts: Path) -> list[int] | None:

@@ -17,6 +17,8 @@ from hairline.lab import concurrency
 from hairline.lab.analysis import Analysis
 from hairline.lab.queue import require_experiment
 from hairline.lab.results import (
+    aa_experiments,
+    aa_records,
     analyze_experiment,
     experiment_observations,
     load_analysis,
@@ -286,6 +288,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             )
         ]
         created, started, finished = row.created_at, row.started_at, row.finished_at
+        service_name = service.name if service else config.service.name
     analysis: Analysis | None = None
     observations: Observations | None = None
     table = experiment_observations(store, experiment_id)
@@ -301,9 +304,14 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             )
     html = artifacts / "report.html"
     records = _batch_records(artifacts / "runs")
+    # The A/A runs the verdict was computed against, so the certificate stays the same
+    # however often the report is rendered; before any analysis, the service's so far.
+    history = stored_history(artifacts)
+    if history is None:
+        history = [i for i in aa_experiments(store, service_name) if i != experiment_id]
     return ExperimentReport(
         experiment_id=experiment_id,
-        service=service.name if service else config.service.name,
+        service=service_name,
         kind="aa" if kind == "aa" else "ab",
         phase=phase,
         failure=failure,
@@ -321,6 +329,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         mode=config.mode_name,
         curves=_capacity_curves(artifacts / "runs", records),
         overlaps=tuple(concurrency.overlaps(store, experiment_id)),
+        aa_records=aa_records(store, history, config.analysis.alpha),
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,

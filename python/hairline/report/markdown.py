@@ -18,10 +18,13 @@ from hairline.errors import ConfigError
 from hairline.lab.analysis import MetricAnalysis
 from hairline.report.context import (
     ExperimentReport,
+    aa_text,
+    certificates,
     comparison_text,
     deciding_text,
     effect_text,
     headline,
+    mde_text,
     number_text,
     overlap_notes,
     threshold_text,
@@ -79,17 +82,21 @@ def _metrics_table(report: ExperimentReport) -> list[str]:
     candidate = "candidate" if many else analysis.results[0].candidate
     header = ["metric", *(["arm"] if many else []), *(["against"] if chained else [])]
     header += [base, candidate, "effect", "CI", p_header, "threshold", "verdict"]
+    header += ["A/A flagged", "detects"]
     lines = [
         "| " + " | ".join(_text(h) for h in header) + " |",
         "|"
         + "|".join(
-            "---:" if h not in ("metric", "arm", "against", "verdict") else "---" for h in header
+            "---:" if h not in ("metric", "arm", "against", "verdict", "A/A flagged") else "---"
+            for h in header
         )
         + "|",
     ]
+    certs = certificates(analysis, report.aa_records)
     for r in analysis.results:
         c = r.comparison
         effect, interval = effect_text(r)
+        cert = certs[(r.metric, r.candidate)]
         cells = [
             _code(r.metric),
             *([_text(r.candidate)] if many else []),
@@ -101,8 +108,16 @@ def _metrics_table(report: ExperimentReport) -> list[str]:
             _p(r.verdict.p_adjusted),
             threshold_text(r),
             _MARKER[r.verdict.label],
+            _text(aa_text(cert)),
+            mde_text(cert),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "*A/A flagged*: the metric's false positives on this service's A/A runs, and the "
+        "count alpha explains. *detects*: the smallest change this experiment finds with "
+        "80% power.",
+    ]
     return lines
 
 

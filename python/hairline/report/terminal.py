@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
@@ -13,15 +15,19 @@ from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
 from hairline.report.context import (
     ExperimentReport,
+    aa_text,
     arm_capacities,
     capacity_text,
+    certificates,
     comparison_text,
     deciding_text,
     effect_text,
     headline,
+    mde_text,
     overlap_notes,
     threshold_text,
 )
+from hairline.stats.certificate import AaRecord
 
 __all__ = ["print_analysis", "print_experiment", "print_plan"]
 
@@ -85,17 +91,23 @@ def print_plan(report: PlanReport, console: Console) -> None:
         console.print(table)
 
 
-def print_analysis(analysis: Analysis, console: Console) -> None:
+def print_analysis(
+    analysis: Analysis, console: Console, aa: Mapping[str, AaRecord] | None = None
+) -> None:
+    """The verdict table, each verdict with its certificate: the metric's false positives
+    on the service's A/A history ``aa`` and the change this experiment detects."""
     chained = analysis.chained
+    certs = certificates(analysis, aa or {})
     against = "its baseline" if chained else analysis.baseline
     table = Table(
         title=f"{analysis.source}: each arm against {against} "
         f"(alpha {analysis.alpha:g}, correction {analysis.correction})"
     )
     columns = ["metric", "arm", *(["against"] if chained else [])]
-    columns += ["effect", "CI", "p", "threshold", "model", "verdict"]
+    columns += ["effect", "CI", "p", "threshold", "model", "verdict", "A/A flagged", "detects"]
     for column in columns:
-        table.add_column(column, justify="right" if column in ("effect", "p") else "left")
+        right = column in ("effect", "p", "detects")
+        table.add_column(column, justify="right" if right else "left")
     for r in analysis.results:
         v = r.verdict
         # As the verdict judged it: percent for a relative threshold, the metric's unit for
@@ -111,8 +123,16 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
             threshold_text(r),
             r.model,
             f"[{_STYLE.get(v.label, '')}]{v.label}[/]",
+            escape(aa_text(cert := certs[(r.metric, r.candidate)])),
+            mde_text(cert),
         )
     console.print(table)
+    console.print(
+        "A/A flagged: this metric's false positives on the service's A/A runs, and the "
+        "count alpha explains; detects: the smallest change this experiment finds with 80% "
+        "power.",
+        style="dim",
+    )
     if chained:
         console.print(escape(deciding_text(analysis)), style="bold")
     for r in analysis.results:
@@ -213,4 +233,4 @@ def print_experiment(report: ExperimentReport, console: Console) -> None:
     """A header panel (service, phase or failure, arms, hosts), then the verdict table."""
     console.print(_experiment_panel(report))
     if report.analysis is not None:
-        print_analysis(report.analysis, console)
+        print_analysis(report.analysis, console, report.aa_records)

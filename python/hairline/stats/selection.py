@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hairline.stats import dist
+from hairline.stats.certificate import mde
 from hairline.stats.citest import aa_differences
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
 from hairline.stats.models import PAPER_MODELS, list_models, model_info, per_trial_fallback
@@ -187,9 +188,8 @@ def evaluate_model(
     false_positives = int(np.count_nonzero(p_aa < alpha))
     upper, consistent = _fpr_bounds(false_positives, n_runs, alpha)
     detected = (p_ab < alpha) & (effect_ab > 0)
-    z_alpha = float(dist.norm_ppf(1.0 - alpha / 2.0))
-    z_power = float(dist.norm_ppf(power))
-    standard_error = float(np.median(half_widths)) / z_alpha
+    half_width = float(np.median(half_widths))
+    detectable = mde((-half_width, half_width), alpha, power=power)
     return ModelScore(
         model=name,
         applicable=True,
@@ -201,7 +201,7 @@ def evaluate_model(
         fpr_consistent=consistent,
         fnr=1.0 - float(np.mean(detected)),
         injected_rel=injected_rel,
-        mde_rel=(z_alpha + z_power) * standard_error,
+        mde_rel=math.nan if detectable is None else detectable,
     )
 
 

@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hairline.stats import dist
+from hairline.stats.certificate import (
+    BAND_CONFIDENCE,
+    NOT_A_FINDING,
+    binomial_band,
+    is_false_positive,
+)
 
 __all__ = [
     "BAND_CONFIDENCE",
@@ -24,10 +29,6 @@ __all__ = [
     "fpr_over_time",
     "is_false_positive",
 ]
-
-# The verdicts that claim nothing; every other one, on an A/A run, is a false positive.
-NOT_A_FINDING = ("no change", "inconclusive")
-BAND_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -57,23 +58,6 @@ class FprPoint:
     @property
     def above_band(self) -> bool:
         return self.false_positives > self.band_high
-
-
-def is_false_positive(label: str) -> bool:
-    return label not in NOT_A_FINDING
-
-
-def binomial_band(
-    runs: int, alpha: float, *, confidence: float = BAND_CONFIDENCE
-) -> tuple[int, int]:
-    """The central ``confidence`` range of false-positive counts in ``runs`` A/A runs of a
-    model whose false-positive rate is exactly ``alpha``."""
-    if runs <= 0:
-        return (0, 0)
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
-    low, high = dist.binom_interval(confidence, runs, alpha)
-    return (int(low), int(high))
 
 
 def fpr_over_time(runs: Sequence[AaRun], *, alpha: float, window: int = 20) -> tuple[FprPoint, ...]:

@@ -5,11 +5,19 @@ and the observations) and the renderers read; ``trials``: per metric, arm and tr
 values the verdict stands on; ``notes``: hosts that differ, hardware mode, failed load gates,
 what else ran at the same time;
 ``text``: the headline and the words every renderer shares; ``contract``: the JSON contract;
-``capacity``: capacity mode's arms, each with its highest rate under the SLO.
+``capacity``: capacity mode's arms, each with its highest rate under the SLO;
+``certificate``: the A/A record and detectable change beside each verdict.
 Everything here is pure: no I/O, no clock.
 """
 
 from hairline.report.context.capacity import ArmCapacity, arm_capacities, capacity_text
+from hairline.report.context.certificate import (
+    aa_text,
+    certificate_of,
+    certificate_sentence,
+    certificates,
+    mde_text,
+)
 from hairline.report.context.contract import JSON_SCHEMA, analysis_json, experiment_json
 from hairline.report.context.model import (
     ArmReport,
@@ -49,9 +57,13 @@ __all__ = [
     "MetricTrials",
     "Status",
     "TrialValue",
+    "aa_text",
     "analysis_json",
     "arm_capacities",
     "capacity_text",
+    "certificate_of",
+    "certificate_sentence",
+    "certificates",
     "comparison_text",
     "deciding_text",
     "effect_text",
@@ -60,6 +72,7 @@ __all__ = [
     "host_notes",
     "late_ticks_steal_explains",
     "load_notes",
+    "mde_text",
     "metric_trials",
     "number_text",
     "overlap_notes",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -9,10 +10,12 @@ from typing import Any
 from hairline.kit.jsonout import to_jsonable
 from hairline.lab.analysis import Analysis
 from hairline.report.context.capacity import arm_capacities
+from hairline.report.context.certificate import certificates
 from hairline.report.context.model import ExperimentReport
 from hairline.report.context.notes import overlap_notes
 from hairline.report.context.text import headline
 from hairline.report.context.trials import metric_trials
+from hairline.stats.certificate import AaRecord
 
 __all__ = ["JSON_SCHEMA", "analysis_json", "experiment_json"]
 
@@ -24,11 +27,19 @@ def _when(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
-def analysis_json(analysis: Analysis) -> dict[str, object]:
+def analysis_json(
+    analysis: Analysis, aa: Mapping[str, AaRecord] | None = None
+) -> dict[str, object]:
     """The JSON contract of ``hairline analyze --json``: one object per metric and arm.
 
     ``regression`` is true when a deciding comparison found one (every comparison decides
-    unless arms name baselines of their own; see :attr:`Analysis.deciding`)."""
+    unless arms name baselines of their own; see :attr:`Analysis.deciding`). Each metric's
+    ``certificate`` holds its record on the service's A/A history (``aa_history``: runs,
+    flagged, alpha, the binomial ``band`` of flagged counts alpha explains, ``calibrated``;
+    null without ``aa``) and ``mde``, the smallest change the experiment detects with
+    probability ``power``, relative or in the metric's units (``mde_kind``) as its threshold
+    is (stats/certificate.py)."""
+    certs = certificates(analysis, aa or {})
     return {
         "source": analysis.source,
         "baseline": analysis.baseline,
@@ -64,6 +75,7 @@ def analysis_json(analysis: Analysis) -> dict[str, object]:
                 "n_b": r.comparison.n_b,
                 "warmup_rows_cut": r.warmup_rows_cut,
                 "warnings": list(r.comparison.warnings),
+                "certificate": certs[(r.metric, r.candidate)].to_json(),
             }
             for r in analysis.results
         ],
@@ -111,7 +123,8 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
       ``effect_rel``, ``ci_rel``, ``effect_abs``, ``ci_abs``, ``mean_a``,
       ``mean_b``, ``p_value``, ``p_adjusted``, ``model``, ``model_reason``, ``threshold``,
       ``threshold_kind``, ``direction``, ``verdict``, ``reason``, ``n_a``, ``n_b``,
-      ``warmup_rows_cut``, ``warnings``.
+      ``warmup_rows_cut``, ``warnings`` and ``certificate`` (the A/A record of the
+      metric on the A/A experiments the analysis used, and the minimum detectable effect).
     - ``per_trial``: ``{metric: {"series": bool, "arms": {arm: [{"trial", "value", "rows",
       "rows_cut", "cut_t_s"}]}}}``: per trial, the mean of the rows kept after the warm-up
       cut (see :func:`metric_trials`), trials in order; ``{}`` when nothing was measured.
@@ -181,7 +194,9 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
             }
             for h in report.hosts
         ],
-        "analysis": None if report.analysis is None else analysis_json(report.analysis),
+        "analysis": (
+            None if report.analysis is None else analysis_json(report.analysis, report.aa_records)
+        ),
         "per_trial": {
             m.metric: {
                 "series": m.series,

@@ -9,13 +9,14 @@ terminal, Markdown, HTML and JSON renderers read nothing else. Everything in
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from hairline.lab.analysis import Analysis
 from hairline.lab.concurrency import Overlap
+from hairline.stats.certificate import AaRecord
 from hairline.store.observations import Observations
 
 __all__ = ["ArmReport", "CapacityCurve", "CurvePoint", "ExperimentReport", "HostReport"]
@@ -118,6 +119,9 @@ class ExperimentReport:
     # Other experiments and events on its hosts or downstreams while its trials ran
     # (lab/concurrency.py); every renderer warns about them at the top.
     overlaps: tuple[Overlap, ...] = ()
+    # Each metric's verdicts on the service's A/A experiments the analysis used as its
+    # history ({} without one): half of each verdict's certificate (context/certificate.py).
+    aa_records: dict[str, AaRecord] = field(default_factory=dict)
 
     @property
     def chained(self) -> bool:

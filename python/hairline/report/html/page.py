@@ -22,9 +22,14 @@ from hairline.report.context import (
     ExperimentReport,
     MetricTrials,
     TrialValue,
+    aa_text,
+    certificate_of,
+    certificate_sentence,
+    certificates,
     deciding_text,
     effect_text,
     headline,
+    mde_text,
     metric_trials,
     number_text,
     overlap_notes,
@@ -152,14 +157,12 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
     chained = analysis.chained
     head = ["metric", "arm", *(["against"] if chained else [])]
     head += ["baseline" if chained else analysis.baseline, mean_b, "effect", "CI", p_header]
-    head += ["threshold", "verdict"]
+    head += ["threshold", "verdict", "A/A flagged", "detects"]
+    certs = certificates(analysis, report.aa_records)
+    left = ("metric", "arm", "against", "verdict", "A/A flagged")
     rows = [
         "<tr>"
-        + "".join(
-            f'<th class="{"l" if h in ("metric", "arm", "against", "verdict") else ""}">'
-            f"{_e(h)}</th>"
-            for h in head
-        )
+        + "".join(f'<th class="{"l" if h in left else ""}">{_e(h)}</th>' for h in head)
         + "</tr>"
     ]
     for r in analysis.results:
@@ -172,14 +175,18 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
             f"<td>{_e(number_text(r.comparison.mean_b))}</td>"
             f"<td>{_e(effect)}</td><td>{_e(interval)}</td>"
             f"<td>{_e(_p(r.verdict.p_adjusted))}</td><td>{_e(threshold_text(r))}</td>"
-            f'<td class="l">{_verdict(r.verdict.label)}</td></tr>'
+            f'<td class="l">{_verdict(r.verdict.label)}</td>'
+            f'<td class="l">{_e(aa_text(cert := certs[(r.metric, r.candidate)]))}</td>'
+            f"<td>{_e(mde_text(cert))}</td></tr>"
         )
     against = "its baseline" if chained else analysis.baseline
     parts = [
         f"<h2>Metrics: each arm against {_e(against)}</h2>",
         f'<p class="meta">alpha {analysis.alpha:g}, correction {_e(analysis.correction)}; '
         f"effects and intervals are relative (%) for relative thresholds, in the metric's "
-        f"units for absolute ones.</p>",
+        f"units for absolute ones. <i>A/A flagged</i>: the metric's false positives on this "
+        f"service's A/A runs, and the count alpha explains; <i>detects</i>: the smallest "
+        f"change this experiment finds with 80% power.</p>",
         "<table>" + "".join(rows) + "</table>",
     ]
     if chained:
@@ -227,6 +234,8 @@ def _metric_section(
     parts = [f'<section id="{anchor}"><h2><code>{_e(metric)}</code> {labels}</h2>']
     for r in results:
         parts += _comparison(r)
+        sentence = certificate_sentence(certificate_of(r, report.aa_records))
+        parts.append(f'<p class="meta cert">Certificate: {_e(sentence)}</p>')
     if trials is not None and trials.by_arm:
         if report.analysis is not None:
             pairs = list(report.analysis.comparisons)
