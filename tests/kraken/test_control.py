@@ -46,6 +46,13 @@ def test_within_10_percent_of_a_threshold_steps_shrink_to_1_percent() -> None:
     assert decide(ControlState(0.6), [p99(Level.BOLD, 179.0)], POLICY).step == pytest.approx(0.15)
 
 
+def test_a_metric_past_its_threshold_is_said_to_be_past_it_not_near_it() -> None:
+    # The level (from the health file's bands) may lag the threshold: 210 of 200 ms.
+    decision = decide(ControlState(0.6), [p99(Level.BOLD, 210.0)], POLICY)
+    assert decision.step == pytest.approx(0.01)
+    assert decision.reason == "p99_ms past its threshold (210 of 200)"
+
+
 def test_nomore_holds_then_stops_after_hold_intervals_in_a_row() -> None:
     state = ControlState(0.7, last_increase=0.01)
     actions = []

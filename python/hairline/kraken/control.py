@@ -127,8 +127,14 @@ def decide(state: ControlState, assessments: Sequence[Assessment], policy: Polic
     if near and policy.near_step < step:
         step = policy.near_step
         deciding = near[0].metric
-        reason = (f"{deciding} within {policy.near_fraction:.0%} of its threshold "
-                  f"({near[0].value:.4g} of {near[0].threshold:.4g})")  # fmt: skip
+        value, threshold = near[0].value or 0.0, near[0].threshold  # near: value is set
+        # "Within 10%" of a threshold it has passed read as a pass (0.8039 of 0.75).
+        where = (
+            "past its threshold"
+            if value > threshold
+            else f"within {policy.near_fraction:.0%} of its threshold"
+        )
+        reason = f"{deciding} {where} ({value:.4g} of {threshold:.4g})"
     elif worst_level != Level.BOLD:
         deciding = next(a.metric for a in assessments if a.level == worst_level)
         reason = f"{deciding} at {worst_level.name}"
