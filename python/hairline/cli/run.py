@@ -93,6 +93,8 @@ def _trials_text(config: ExperimentConfig) -> str:
 
 
 def _rate_text(config: ExperimentConfig) -> str:
+    if config.mode_name == "capacity":
+        return "capacity mode: each arm's highest rate under its SLO, searched"
     if config.load.rate_per_s is not None:
         return f"{config.load.rate_per_s:g} requests/s"
     return f"rate calibrated to {config.load.target_utilization:.0%} busy"

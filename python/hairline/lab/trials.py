@@ -424,8 +424,16 @@ def _after_trials(ctx: Context) -> None:
             )
         )
     if not done:
+        # Capacity mode sets no rate: its searches failed, and the fix is in the SLO and the
+        # search's bounds, not in a rate.
+        fix = (
+            "check [mode] slo_p99_ms against what the service can do, and the search's "
+            "[mode] start_rate_per_s and max_rate_per_s (docs/capacity.md)"
+            if ctx.config.mode_name == "capacity"
+            else "lower [load] rate_per_s or raise [service] max_error_rate"
+        )
         raise HairlineError(
             "every trial was left out: " + "; ".join(n or "" for n in notes[:3]),
             hint="the batches' load was never valid: see the arms' logs in the experiment's "
-            "runs folder; lower [load] rate_per_s or raise [service] max_error_rate",
+            f"runs folder; {fix}",
         )
