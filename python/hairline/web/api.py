@@ -29,6 +29,7 @@ from hairline.lab.queue import enqueue, request_cancel
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Service, Trial, VerdictRow
 from hairline.web.apimodels import (
+    ERROR_RESPONSES,
     Cancelled,
     CommandIn,
     CommandOut,
@@ -114,7 +115,7 @@ class _Refused(HairlineError):
         self.status = status_code
 
 
-router = APIRouter(prefix="/api/v1", tags=["api"], route_class=_ApiRoute)
+router = APIRouter(prefix="/api/v1", tags=["api"], route_class=_ApiRoute, responses=ERROR_RESPONSES)
 
 Reader = Depends(require("read"))
 Submitter = Depends(require("submit"))

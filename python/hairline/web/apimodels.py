@@ -12,9 +12,11 @@ from hairline.lab.events import EVENT_KINDS, TIME_FORMATS
 from hairline.web.queries import ExperimentSummary
 
 __all__ = [
+    "ERROR_RESPONSES",
     "Cancelled",
     "CommandIn",
     "CommandOut",
+    "ErrorOut",
     "EventIn",
     "EventOut",
     "ExperimentList",
@@ -24,12 +26,53 @@ __all__ = [
     "GatePolicyIn",
     "GateRegressionOut",
     "MetricOut",
+    "ProblemOut",
     "Registration",
     "ServiceOut",
     "SubmitBody",
     "Submitted",
     "VerdictOut",
 ]
+
+
+class ProblemOut(BaseModel):
+    """One problem of a request or a submitted file: where (file, line, field), what, and
+    the fix."""
+
+    file: str | None = None
+    line: int | None = None
+    field: str | None = None
+    message: str
+    fix: str | None = None
+
+
+class ErrorOut(BaseModel):
+    """Every 4xx answer of /api/v1: what was wrong, the fix, and a file's or a request's
+    problems one by one where there are several."""
+
+    error: str
+    hint: str | None = None
+    problems: list[ProblemOut] | None = None
+
+
+# The user errors any route may answer, declared in the OpenAPI document so that a client
+# (and schemathesis, which counted 20 routes answering statuses they did not declare) knows
+# them: 401 without a valid token, 403 for another team's or a lower scope, 404 for what
+# does not exist, 409 for a state that forbids it, 413/429 from the limits in front of the
+# app, 400/422 for a request or file that is not valid.
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorOut, "description": what}
+    for code, what in (
+        (400, "The request cannot be carried out as given (the error says why)."),
+        (401, "No token, or one that is unknown, expired or revoked."),
+        (403, "The token's team or scope does not allow this."),
+        (404, "No such experiment, service or command."),
+        (409, "The experiment's state does not allow this now."),
+        (413, "The body is larger than this path allows."),
+        (422, "The request or the submitted file is not valid: each problem is listed."),
+        (429, "Too many requests: try again after Retry-After seconds."),
+    )
+}
 
 
 class SubmitBody(BaseModel):

@@ -97,6 +97,7 @@ def _install_docs(app: FastAPI) -> None:
                 }
             }
             document["security"] = [{"bearer": []}]
+            _errors_as_json(document)
             app.openapi_schema = document
         return app.openapi_schema
 
@@ -115,6 +116,17 @@ def _install_docs(app: FastAPI) -> None:
             swagger_css_url="/static/vendor/swagger-ui.css",
             swagger_favicon_url="data:,",
         )
+
+
+def _errors_as_json(document: dict[str, Any]) -> None:
+    """Every 4xx answer is JSON (web/api.py's ``_error``), also on a route whose success is
+    text (``report.md``), where FastAPI files the declared errors under the route's own
+    media type."""
+    for operation in (op for path in document.get("paths", {}).values() for op in path.values()):
+        for code, response in operation.get("responses", {}).items():
+            content = response.get("content")
+            if code.startswith("4") and content and "application/json" not in content:
+                response["content"] = {"application/json": next(iter(content.values()))}
 
 
 async def _schedule_loop(store: Store, every_s: float) -> None:
