@@ -93,3 +93,37 @@ def test_a_failed_sandboxed_build_says_so_like_any_other(tmp_path: Path) -> None
     with pytest.raises(BuildFailed, match="exit status") as caught:
         build(spec, tmp_path / "cache")
     assert "No such file or directory" in str(caught.value)
+
+
+def test_the_build_cgroup_of_a_dead_processor_is_swept_and_a_live_ones_kept() -> None:
+    """A SIGKILLed processor skips run_command's clean-up: its build, a hostile one above
+    all, runs on in hlbuild-<work>-<pid>. The next sandboxed build (or takeover) removes it.
+    False failure: about 1e-6: a sleep must start and the cgroup empty within 5 s."""
+    import os
+    import subprocess
+    import time
+
+    from hairline.arms.cgroup import create_cgroup
+    from hairline.kit.procs import child_setup
+    from hairline.lab.build.command import sweep_orphaned_builds
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names a processor that is no more
+    orphan, why = create_cgroup(f"hlbuild-work{os.getpid()}-{gone.pid}")
+    if orphan is None:
+        pytest.skip(f"no cgroup on this machine: {why}")
+    mine, _ = create_cgroup(f"hlbuild-mine{os.getpid()}-{os.getpid()}")
+    assert mine is not None
+    build = subprocess.Popen(["sleep", "300"], preexec_fn=child_setup(join=orphan.procs_files))
+    try:
+        deadline = time.monotonic() + 5
+        while not orphan.pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sweep_orphaned_builds() == [orphan.name]
+        assert build.wait(timeout=5) == -9
+        assert all(not d.exists() for d in orphan.dirs.values())
+        assert all(d.exists() for d in mine.dirs.values())  # its processor runs: kept
+    finally:
+        build.kill()
+        mine.remove()
+        orphan.remove()

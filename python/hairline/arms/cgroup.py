@@ -32,7 +32,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -392,11 +392,18 @@ def _arm_cgroups(prefix: str, hierarchies: Hierarchies) -> Iterator[ArmCgroup]:
             yield ArmCgroup(mode, dirs)
 
 
-def sweep(prefix: str, *, hierarchies: Hierarchies | None = None) -> list[str]:
-    """Kill and remove every arm cgroup whose name starts with ``prefix`` (in both modes);
-    the names of those found."""
+def sweep(
+    prefix: str,
+    *,
+    hierarchies: Hierarchies | None = None,
+    keep: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Kill and remove every arm cgroup whose name starts with ``prefix`` (in both modes)
+    and that ``keep`` (given the name) does not keep; the names of those removed."""
     found = []
     for group in _arm_cgroups(prefix, hierarchies or probe()):
+        if keep is not None and keep(group.name):
+            continue
         group.remove()
         found.append(group.name)
     return sorted(set(found))

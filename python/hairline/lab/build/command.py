@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hairline.arms.cgroup import ArmCgroup, create_cgroup
+from hairline.arms.cgroup import ArmCgroup, create_cgroup, sweep
 from hairline.kit.procs import child_setup
 from hairline.lab.build.sandbox import BuildSandbox, bwrap_argv, find_bwrap, limits_problems
 from hairline.lab.build.source import CHUNK_BYTES, git_env
@@ -90,9 +90,10 @@ def run_command(
     argv, full_env = ["sh", "-c", command], {**git_env(), **env}
     group: ArmCgroup | None = None
     if sandbox is not None:
+        sweep_orphaned_builds()
         argv = bwrap_argv(find_bwrap(), command, cwd)
         full_env = {k: v for k, v in os.environ.items() if k in _SANDBOX_ENV} | dict(env)
-        group = _limited_cgroup(f"hlbuild-{cwd.name}-{os.getpid()}", sandbox)
+        group = _limited_cgroup(f"{_BUILD_PREFIX}{cwd.name}-{os.getpid()}", sandbox)
     try:
         with open(output, "wb") as out:
             proc = subprocess.Popen(
@@ -117,6 +118,31 @@ def run_command(
         if group is not None:
             group.remove()  # and every process still in it: the sandbox's own session too
     return proc.returncode, timed_out
+
+
+_BUILD_PREFIX = "hlbuild-"
+
+
+def _owner_alive(name: str) -> bool:
+    """Whether the process named at the end of ``hlbuild-<work>-<pid>`` still runs (an
+    unreadable name is kept: it is nobody's to remove)."""
+    pid = name.rpartition("-")[2]
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphaned_builds() -> list[str]:
+    """Kill and remove the build cgroups whose processor died: a SIGKILL skips
+    run_command's clean-up, and the build (a hostile one in particular) would run on in
+    its cgroup. Returns the names removed."""
+    return sweep(_BUILD_PREFIX, keep=_owner_alive)
 
 
 def _limited_cgroup(name: str, sandbox: BuildSandbox) -> ArmCgroup:
