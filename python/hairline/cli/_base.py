@@ -57,6 +57,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "report": ("experiments",),
     "route": ("route",),
     "run": ("run",),
+    "sensitivity": ("sensitivity",),
     "serve": ("serve",),
     "service": ("web",),
     "status": ("experiments",),

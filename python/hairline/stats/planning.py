@@ -54,8 +54,10 @@ __all__ = [
     "HalfWidthCurve",
     "TestKind",
     "TrialsPlan",
+    "detectable_effect",
     "half_width_curve",
     "plan_designs",
+    "power_at",
     "trial_effects",
     "trial_sd_from_aa",
     "trial_sd_from_components",
@@ -288,6 +290,48 @@ def _power(
     df = np.maximum(trials - 1, 1)
     power = dist.nct_sf(q, df, shift) + dist.nct_cdf(-q, df, shift)
     return np.asarray(np.where(trials >= 2, power, 0.0), dtype=np.float64)
+
+
+def power_at(
+    sd_per_trial: float, trials: int, effect: float, *, alpha: float = 0.05, test: TestKind = "t"
+) -> float:
+    """The probability that ``trials`` trials with per-trial spread ``sd_per_trial`` flag a
+    true ``effect`` (same units) in a two-sided test at ``alpha``."""
+    _validate_sd(sd_per_trial)
+    _validate_alpha_power(alpha)
+    _validate_test(test)
+    n = np.array([trials], dtype=np.int64)
+    return float(_power(n, sd_per_trial, effect, alpha, test)[0])
+
+
+def detectable_effect(
+    sd_per_trial: float,
+    trials: int,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    test: TestKind = "t",
+) -> float:
+    """The smallest effect that ``trials`` trials detect with ``power``: the minimum
+    detectable effect, in the units of ``sd_per_trial``. With ``test="t"`` it is found on
+    the noncentral t (a 2-trial t test needs about 3.3 times the z answer); infinite below
+    the 2 trials a t test needs."""
+    _validate_sd(sd_per_trial)
+    _validate_alpha_power(alpha, power)
+    _validate_test(test)
+    if test == "t" and trials < 2:
+        return math.inf
+    z_total = float(dist.norm_ppf(1 - alpha / 2) + dist.norm_ppf(power))
+    low, high = 0.0, 4.0 * z_total * sd_per_trial / math.sqrt(trials)
+    while power_at(sd_per_trial, trials, high, alpha=alpha, test=test) < power:
+        high *= 2.0
+    for _ in range(60):  # bisection to far below any reported digit
+        mid = (low + high) / 2.0
+        if power_at(sd_per_trial, trials, mid, alpha=alpha, test=test) < power:
+            low = mid
+        else:
+            high = mid
+    return high
 
 
 def trials_needed(
