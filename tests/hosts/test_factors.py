@@ -22,13 +22,8 @@ from sqlalchemy import select
 
 from hairline.cli import main
 from hairline.errors import DataError
-from hairline.hosts.factors import (
-    RunValue,
-    analyze_factors,
-    cov_by_fact,
-    factor_analysis,
-    load_runs,
-)
+from hairline.hosts.factors import analyze_factors, cov_by_fact, factor_analysis
+from hairline.hosts.runs import RunValue, load_runs
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Host, Run, Service, Trial
 from hairline.store.observations import write_observations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hairline.hosts.factors import RunValue
+from hairline.hosts.runs import RunValue
 from hairline.tune.closeness import (
     AA_LEVEL,
     AA_SPREAD,

@@ -24,14 +24,10 @@ from hairline.cli._options import (
     wait_option,
 )
 from hairline.cli._waiting import Patience, ProgressOut, duration_text
-from hairline.hosts.factors import (
-    DEFAULT_METRIC,
-    DEFAULT_MIN_RUNS,
-    FactorAnalysis,
-    factor_analysis,
-)
+from hairline.hosts.factors import DEFAULT_MIN_RUNS, FactorAnalysis, factor_analysis
 from hairline.hosts.inventory import ensure_local_hosts, inventory
 from hairline.hosts.quotas import region_quotas, set_quota
+from hairline.hosts.runs import DEFAULT_METRIC
 from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.processor import Event, ProcessorOptions, process_next
 from hairline.lab.queue import new_owner

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hairline.hosts.factors import RunValue, normalised
+from hairline.hosts.runs import RunValue, normalised
 
 __all__ = [
     "AA_LEVEL",

@@ -24,8 +24,8 @@ from sqlalchemy import select
 
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, HostsUnavailable
-from hairline.hosts.factors import DEFAULT_METRIC, load_runs
 from hairline.hosts.registry import RAY_BACKEND
+from hairline.hosts.runs import DEFAULT_METRIC, load_runs
 from hairline.hosts.similar import CLASS_FACTS
 from hairline.store.db import Store
 from hairline.store.models import Host
