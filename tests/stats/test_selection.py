@@ -92,6 +92,20 @@ def test_no_eligible_model_is_reported_not_guessed() -> None:
     assert "no model" in selection.reason
 
 
+@pytest.mark.filterwarnings("ignore::hairline.stats._modelkit.DegenerateDataWarning")
+def test_a_metric_that_is_zero_in_the_baseline_is_scored_not_applicable_not_raised() -> None:
+    """An error rate of a healthy service: 0 in every run. The ci-test has no relative
+    difference to learn from; before, its ValueError failed every experiment of a service
+    with two A/A runs ("internal error: history run 0 has a baseline mean of 0"). No
+    statistics: the values are constant."""
+    zero = MetricSample.from_arrays(np.zeros(8), np.repeat([0, 1], 4), trial=np.tile([0, 1], 4))
+    rng = np.random.default_rng(5)
+    score = evaluate_model("ci-test", [zero, zero, zero], rng=rng)
+    assert not score.applicable and "baseline mean of 0" in (score.reason or "")
+    selection = select_model([zero, zero, zero], rng=rng)  # no exception
+    assert "ci-test" in {s.model for s in selection.scores if not s.applicable}
+
+
 def test_selection_validates_its_input() -> None:
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="at least 2 A/A runs"):

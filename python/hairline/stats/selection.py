@@ -157,11 +157,20 @@ def evaluate_model(
     _validate_evaluate(aa_runs, alpha, power, injected_rel)
     info = model_info(name)
     n_runs = len(aa_runs)
-    differences = aa_differences(aa_runs) if info.needs_history else None
 
     def not_applicable(reason: str) -> ModelScore:
         nan = math.nan
         return ModelScore(name, False, reason, n_runs, 0, nan, nan, False, nan, injected_rel, nan)
+
+    differences = None
+    if info.needs_history:
+        # A metric that is 0 in a run's baseline (an error rate of a healthy service) has no
+        # relative difference: the ci-test cannot score it. Raised here, it failed every
+        # experiment of a service with two A/A runs in its history ("internal error").
+        try:
+            differences = aa_differences(aa_runs)
+        except ValueError as error:
+            return not_applicable(str(error))
 
     p_aa = np.empty(n_runs)
     half_widths = np.empty(n_runs)
