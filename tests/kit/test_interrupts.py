@@ -55,3 +55,23 @@ def test_a_delivered_interrupt_raises_where_it_lands(installed: None) -> None:
         signal.raise_signal(signal.SIGINT)
     interrupts.reset()
     interrupts.raise_if_interrupted()  # acted on and forgotten
+
+
+class _Shutdown(BaseException):
+    """As `hairline lab process` has: a processor asked to stop, its experiments taken over."""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_process_may_choose_what_a_signal_raises_and_gets_it_again_if_swallowed() -> None:
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    interrupts.install(exception=_Shutdown)
+    try:
+        victim = _SignalledInAFinaliser(signal.SIGTERM)
+        del victim
+        with pytest.raises(_Shutdown):
+            interrupts.raise_if_interrupted()
+    finally:
+        interrupts.install()  # back to KeyboardInterrupt for the rest of the session
+        interrupts.reset()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

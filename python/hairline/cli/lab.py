@@ -4,10 +4,8 @@ experiment: standalone processors, team quotas, the host inventory, host-fact AN
 from __future__ import annotations
 
 import json
-import signal
 import time
 from pathlib import Path
-from types import FrameType
 from typing import NoReturn
 
 import click
@@ -28,6 +26,7 @@ from hairline.hosts.factors import DEFAULT_MIN_RUNS, FactorAnalysis, factor_anal
 from hairline.hosts.inventory import ensure_local_hosts, inventory
 from hairline.hosts.quotas import region_quotas, set_quota
 from hairline.hosts.runs import DEFAULT_METRIC
+from hairline.kit import interrupts
 from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.processor import Event, ProcessorOptions, process_next
 from hairline.lab.queue import new_owner
@@ -94,11 +93,9 @@ def process(
         elif event.kind != "batch":
             out.print(f"[dim]#{event.experiment_id}[/] {event.kind}: {esc(event.message)}")
 
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        raise _Shutdown
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    # Remembered as well as raised: a _Shutdown that lands in a Popen's after-fork hook is
+    # dropped by Python, and the batches raise it again (kit/interrupts.py).
+    interrupts.install(exception=_Shutdown)
     options = ProcessorOptions(
         owner=owner, lease_s=lease_s, cpus_per_host=cpus_per_host, on_event=on_event, **chosen
     )
@@ -110,6 +107,7 @@ def process(
     rounds = 0
     try:
         while True:
+            interrupts.raise_if_interrupted()
             experiment_id, outcome = process_next(store, options, skip=waited)
             if experiment_id is not None:
                 if outcome == "waiting":

@@ -21,18 +21,27 @@ from types import FrameType
 __all__ = ["install", "interrupted_by", "raise_if_interrupted", "reset"]
 
 _received: int | None = None
+# What a signal raises: KeyboardInterrupt for a command (the experiment fails as
+# interrupted), a processor's own shutdown for `hairline lab process` (it is taken over).
+_exception: type[BaseException] = KeyboardInterrupt
 
 
 def _handler(signum: int, _frame: FrameType | None) -> None:
     global _received
     _received = signum
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise _exception(f"signal {signum}")
 
 
-def install(signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
-    """Make ``signals`` raise ``KeyboardInterrupt`` and be remembered (main thread only;
-    elsewhere Python does not deliver signals, so there is nothing to install)."""
+def install(
+    signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+    *,
+    exception: type[BaseException] = KeyboardInterrupt,
+) -> None:
+    """Make ``signals`` raise ``exception`` and be remembered (main thread only; elsewhere
+    Python does not deliver signals, so there is nothing to install)."""
+    global _exception
     if threading.current_thread() is threading.main_thread():
+        _exception = exception
         for signum in signals:
             signal.signal(signum, _handler)
 
@@ -43,10 +52,11 @@ def interrupted_by() -> int | None:
 
 
 def raise_if_interrupted() -> None:
-    """Raise ``KeyboardInterrupt`` if a signal asked this process to stop, even if the
-    exception its handler raised was swallowed where it landed."""
+    """Raise the installed exception (``KeyboardInterrupt`` by default) if a signal asked
+    this process to stop, even if the one its handler raised was swallowed where it
+    landed."""
     if _received is not None:
-        raise KeyboardInterrupt(f"signal {_received}")
+        raise _exception(f"signal {_received}")
 
 
 def reset() -> None:
