@@ -52,3 +52,21 @@ def test_every_operation_declares_the_user_errors_it_may_answer(store: Store) ->
         assert error == {"$ref": "#/components/schemas/ErrorOut"}
     fields = document["components"]["schemas"]["ErrorOut"]["properties"]
     assert {"error", "hint", "problems"} <= set(fields)
+
+
+def test_what_the_fuzzer_broke_now_answers_in_the_apis_error_shape(store: Store) -> None:
+    """bench/web/fuzz.py (schemathesis, 2026-11-28): an experiment id past 64 bits was a 500
+    (the database driver overflowed), and a method a path does not take answered
+    {"detail": ...} without the error and hint every other 4xx has."""
+    client = TestClient(create_app(store))
+    token = create_token(store, name="admin", team="demo", scope="admin")
+    auth = {"Authorization": f"Bearer {token}"}
+    too_big = "/api/v1/experiments/18446744073709551617"
+    for method, path in (("GET", too_big), ("POST", f"{too_big}/cancel"),
+                         ("GET", f"{too_big}/gate"), ("GET", f"{too_big}/report.md")):  # fmt: skip
+        answer = client.request(method, path, headers=auth)
+        assert answer.status_code == 422, (path, answer.text)
+        assert answer.json()["problems"][0]["field"] == "path.experiment_id"
+    refused = client.request("TRACE", "/api/v1/events", headers=auth)
+    assert refused.status_code == 405
+    assert refused.json()["error"] == "Method Not Allowed" and "Allow" in refused.json()["hint"]

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from fastapi import FastAPI, Form, Request, status
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hairline.web import views_experiments, views_regressions, views_trends
@@ -41,6 +41,13 @@ def _wants_page(request: Request) -> bool:
     return not path.startswith("/api/") or path == DOCS_PATH
 
 
+_API_HINTS = {
+    status.HTTP_405_METHOD_NOT_ALLOWED: "the Allow header lists the methods this path takes; "
+    "GET /api/v1/openapi.json lists every operation",
+    status.HTTP_400_BAD_REQUEST: "send a JSON body with Content-Type: application/json",
+}
+
+
 def install(app: FastAPI) -> None:
     """Add the pages' routes (and the 401 page for browsers) to ``app``."""
 
@@ -57,6 +64,11 @@ def install(app: FastAPI) -> None:
                 request, "error.html", None, status_code=exc.status_code,
                 title=_PAGE_ERRORS[exc.status_code], detail=str(exc.detail),
             )  # fmt: skip
+        if request.url.path.startswith("/api/"):
+            # Raised before a route runs (a method the path does not allow, a body that is
+            # not JSON): the API's own error shape, as every other 4xx of /api/v1 has.
+            body = {"error": str(exc.detail), "hint": _API_HINTS.get(exc.status_code)}
+            return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
         return await http_exception_handler(request, exc)
 
     @app.get("/", include_in_schema=False)
