@@ -122,7 +122,8 @@ def attribute_command(
         runs = sum(len(g) for g in plan.groups)
         out.print(
             f"{esc(str(file))}: ok ({len(spec.factors)} factors, {len(spec.treatments)} "
-            f"treatments, {runs} runs in {len(plan.groups)} experiments)"
+            f"treatments, {runs} runs in {len(plan.groups)} experiments)",
+            soft_wrap=True,
         )
         return
     options = chosen_backend(backend, ray_address)

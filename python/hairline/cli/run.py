@@ -338,7 +338,8 @@ def _lab_command(kind: str) -> Callable[..., None]:
             out.print(
                 f"{esc(str(file))}: ok ({config.service.name}, arms "
                 f"{', '.join(config.arms)}, {_trials_text(config)}, {config.design.schedule}, "
-                f"{_rate_text(config)})"
+                f"{_rate_text(config)})",
+                soft_wrap=True,
             )
             sys.exit(EXIT_OK)
         options = chosen_backend(backend, ray_address)

@@ -135,7 +135,8 @@ def tune_command(
     if check:
         out.print(
             f"{esc(str(file))}: ok ({len(spec.space.params)} parameters, "
-            f"{spec.searcher}, {spec.evaluations} evaluations)"
+            f"{spec.searcher}, {spec.evaluations} evaluations)",
+            soft_wrap=True,
         )
         return
     options = chosen_backend(backend, ray_address)
