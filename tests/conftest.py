@@ -571,7 +571,6 @@ _TIMING_PATHS = (
     "tests/hosts/test_node.py",
     "tests/lab/test_capacity_pid.py",
     "tests/store/test_db.py",
-    "tests/test_cli_trace.py",
 )
 SUITE_PARTS = ("all", "shared", "alone")
 

@@ -232,6 +232,7 @@ def test_import_stops_at_more_labels_than_the_engine_replays(tmp_path: Path) -> 
     assert {r.label for r in read_trace(out).requests} == {"/users/:id"}
 
 
+@pytest.mark.slow  # it bounds a CLI run's wall time: the machine to itself
 def test_stats_of_a_trace_with_a_label_per_request_lists_the_top_and_counts_the_rest(
     tmp_path: Path,
 ) -> None:
