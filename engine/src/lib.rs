@@ -22,6 +22,7 @@ pub mod sample_log;
 pub mod sample_metrics;
 pub mod sample_ops;
 pub mod sample_service;
+pub mod sample_stages;
 pub mod sample_stall;
 pub mod sample_trace;
 pub mod sockets;

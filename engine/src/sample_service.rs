@@ -37,6 +37,7 @@ use crate::sample_cost::{self, Endpoint};
 use crate::sample_log::{LogCodec, RequestLog, MAX_LOG_BATCH};
 use crate::sample_metrics::{Metrics, Route, Status};
 use crate::sample_ops::{CodeCache, Ops};
+use crate::sample_stages::{self, Slowdowns, STAGE_NAMES_HINT};
 use crate::sample_stall::Stall;
 
 pub use crate::sample_trace::{run_trace, SampleTraceArgs, SampleTraceError};
@@ -86,6 +87,11 @@ pub struct SampleServiceArgs {
     /// Regression: every request does this fraction more CPU work (0.03 = 3% more).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub regress_cpu: f64,
+    /// Regression in one function: NAME=FRACTION makes that named stage of a request's work
+    /// (sample_stages.rs: parse_request, check_auth, load_profile, rank_items, render_json,
+    /// escape_strings, write_audit_log) do the fraction more; repeat for several.
+    #[arg(long, value_name = "NAME=FRACTION")]
+    pub slow_function: Vec<String>,
     /// Regression: every request allocates and touches this many more bytes, and the
     /// process keeps a bounded pool of them resident.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -163,6 +169,7 @@ pub enum SampleServiceError {
 struct Settings {
     warmup_s: f64,
     regress_cpu: f64,
+    slow: Slowdowns,
     regress_mem: u64,
     extra_reads: u64,
     retained_per_worker: usize,
@@ -175,6 +182,7 @@ struct Settings {
 /// The flags `validate` checks and turns into values.
 struct Checked {
     addr: SocketAddr,
+    slow: Slowdowns,
     threads: usize,
     cache: Option<SocketAddr>,
     log: Option<(u32, LogCodec)>,
@@ -211,6 +219,12 @@ fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
             hint: "write a fraction of extra work per request in (-1, 100], e.g. 0.03 for 3% more",
         });
     }
+    let slow =
+        Slowdowns::parse(&args.slow_function).ok_or_else(|| SampleServiceError::BadFlag {
+            flag: "slow-function",
+            value: args.slow_function.join(" "),
+            hint: STAGE_NAMES_HINT,
+        })?;
     if args.regress_mem > MAX_REGRESS_MEM_BYTES {
         return Err(SampleServiceError::BadFlag {
             flag: "regress-mem",
@@ -259,6 +273,7 @@ fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
     };
     Ok(Checked {
         addr: SocketAddr::new(ip, args.port),
+        slow,
         threads,
         cache,
         log,
@@ -468,10 +483,11 @@ impl WorkerState {
         };
         let units = sample_cost::effective_units(base, warm, settings.regress_cpu, reads);
         let checksum = match settings.work {
-            WorkKind::Cpu => sample_cost::burn(user, units),
+            WorkKind::Cpu => sample_stages::run(user, units, &settings.slow),
             WorkKind::Sleep => {
+                let slept = (units as f64 * settings.slow.factor()).round() as u64;
                 thread::sleep(Duration::from_nanos(
-                    units.saturating_mul(SLEEP_NS_PER_UNIT),
+                    slept.saturating_mul(SLEEP_NS_PER_UNIT),
                 ));
                 sample_cost::mix64(user ^ units)
             }
@@ -879,6 +895,7 @@ pub(crate) fn accept_until(
 pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
     let Checked {
         addr,
+        slow,
         threads,
         cache,
         log,
@@ -892,6 +909,7 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
     let settings = Settings {
         warmup_s: args.warmup_s,
         regress_cpu: args.regress_cpu,
+        slow,
         regress_mem: args.regress_mem,
         extra_reads: args.extra_reads,
         retained_per_worker,
@@ -994,6 +1012,7 @@ mod tests {
                 threads: None,
                 warmup_s: 0.0,
                 regress_cpu: 0.0,
+                slow_function: Vec::new(),
                 regress_mem: 0,
                 extra_reads: 0,
                 work: WorkKind::Cpu,
