@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 ENGINE_SOURCES := $(shell find engine/src -name '*.rs') engine/Cargo.toml Cargo.toml
 # System packages the tests and benchmarks talk to for real (installed when missing, as root).
-SYSDEPS := nginx wrk postgresql haproxy chromium nftables bubblewrap
+SYSDEPS := nginx wrk postgresql haproxy chromium nftables bubblewrap linux-perf
 
 .PHONY: all build bytecode demo test lint typecheck rust-tests test-rust test-py sysdeps bench clean
 

@@ -145,6 +145,12 @@ class LocalArm:
     def peak_memory_bytes(self) -> int | None:
         return self.cgroup.peak_memory_bytes() if self.cgroup is not None else None
 
+    def pids(self) -> list[int]:
+        """Every process of the arm now: its cgroup's, or without one its process tree."""
+        if self.cgroup is not None:
+            return self.cgroup.pids()
+        return process_tree(self.pid) if self._proc else []
+
     def running(self) -> bool:
         """Whether anything of the arm still runs: its cgroup is not empty (a service that
         daemonises leaves its leader behind), or without a cgroup its leader lives."""

@@ -433,6 +433,11 @@ class RemoteArm:
     def running(self) -> bool:
         return bool(self._host.call("running", self._id))
 
+    def pids(self) -> list[int]:
+        """None known here: the processes are on the node (profiling a Ray arm samples on
+        its node, which docs/profiling.md lists as not yet done)."""
+        return []
+
     def stop(self) -> None:
         """Stop the arm on its node and bring its log back; on a lost host there is
         nothing left to stop (its arms died with its actor)."""

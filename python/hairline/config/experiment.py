@@ -18,6 +18,7 @@ from hairline.config.policy import (
     builtin_direction,
     parse_threshold,
 )
+from hairline.config.profiling import ProfileConfig
 from hairline.config.sections import (
     AnalysisConfig,
     DesignConfig,
@@ -131,6 +132,8 @@ class ServiceConfig(TomlModel):
     root: str = "."
     # [service.isolation]: run each arm in its own network namespace (docs/safety.md).
     isolation: IsolationConfig | None = None
+    # [service.profile]: sample each arm's stacks and compare functions (docs/profiling.md).
+    profile: ProfileConfig | None = None
 
 
 class ArmConfig(TomlModel):

@@ -19,7 +19,6 @@ errors, counters per request) leave the request empty.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,11 +35,13 @@ from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.cpustat import read_cpu_times, steal_ms
 from hairline.collect.prometheus import Sample, scrape
 from hairline.config.isolation import IsolationConfig
+from hairline.config.profiling import ProfileConfig
 from hairline.errors import HairlineError, TrialLeftOut
 from hairline.kit import interrupts
 from hairline.kit.jsonout import write_json
 from hairline.kit.procs import thread_pinned_to
 from hairline.lab.latency import latency_rows
+from hairline.lab.sampling import MemorySampler, profile_batch
 from hairline.lab.schedule import Batch, LabDesign, schedule
 from hairline.lab.validity import ArmReading, arm_steal_shares, batch_problems
 
@@ -97,6 +98,7 @@ class Arm(Protocol):
     def anon_memory_bytes(self) -> int: ...
     def peak_memory_bytes(self) -> int | None: ...
     def running(self) -> bool: ...
+    def pids(self) -> list[int]: ...
     def stop(self) -> None: ...
     def __enter__(self) -> Arm: ...
     def __exit__(
@@ -182,6 +184,8 @@ class RunPlan:
     arrival: Literal["constant", "poisson"] = "constant"
     # None: the lockstep replay at rate_per_s; else what each batch measures instead.
     measure: BatchMeasure | None = None
+    # [service.profile]: sample each arm's stacks during each batch (lab/sampling.py).
+    profile: ProfileConfig | None = None
 
     def new_arm(self, arm: ArmDef, host: int, *, log_name: str, label: str) -> Arm:
         return self.arm_factory(self, arm, host, log_name=log_name, label=label)
@@ -213,31 +217,6 @@ Progress = Callable[[Batch, str], None]
 # Called when an arm is up: (batch, arm name, host index, process group id, port). The lab
 # records it, so that a processor taking over can stop what a dead one left running.
 ArmStarted = Callable[[Batch, str, int, int, int], None]
-
-
-class _MemorySampler:
-    """Samples each arm's anonymous memory every ``interval_s`` (from its cgroup, or its
-    process tree where it has none)."""
-
-    def __init__(self, arms: dict[str, Arm], interval_s: float = 0.25) -> None:
-        self._arms = arms
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self.samples: dict[str, list[int]] = {name: [] for name in arms}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            for name, arm in self._arms.items():
-                self.samples[name].append(arm.anon_memory_bytes())
-
-    def __enter__(self) -> _MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def _counters_per_request(
@@ -418,7 +397,10 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
                 hooks.progress(batch, "measuring")
             steal_before = read_cpu_times()
             started = time.monotonic()
-            with _MemorySampler(running) as memory:
+            with (
+                MemorySampler(running) as memory,
+                profile_batch(plan.profile, running, workdir=plan.workdir, tag=tag) as profiles,
+            ):
                 measured = engine.measure(
                     targets={n: running[n].url for n in names},
                     trace=plan.trace,
@@ -494,6 +476,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
             )
             for metric, value in sorted(per_request_counts.items()):
                 rows.append((n, host, f"{metric}_per_request", value))
+    cpu_per_request = {n: readings[n].cpu_ns / max(measured.targets[n].requests, 1) for n in names}
+    rows += [(n, host_of[n], m, v) for n, m, v in profiles.rows(cpu_per_request)]
     record: dict[str, object] = {
         "trial": batch.trial,
         "batch": batch.batch,
@@ -506,6 +490,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         "engine_cpus": sorted(plan.harness_cpus),
         "engine_scheduling": measured.raw.get("scheduling"),
     }
+    if profiles.sampled:
+        record["profile"] = profiles.record()
     if isolation:
         # Side effects the arms tried: refused connections, writes the egress proxy dropped.
         record["isolation"] = isolation

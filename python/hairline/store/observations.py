@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from hairline.errors import DataError
 from hairline.kit.atomic import atomic_path
+from hairline.profile.functions import is_function_row
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
 
 __all__ = [
@@ -214,7 +215,10 @@ def _validate(table: pa.Table, *, source: str, is_csv: bool) -> Observations:
             f"{source}: column 'arm' has a single arm {arms[0]!r}",
             hint="a comparison needs a baseline and a candidate, e.g. rows with arm A and arm B",
         )
-    metrics = tuple(dict.fromkeys(table.column("metric").to_numpy(zero_copy_only=False).tolist()))
+    names = dict.fromkeys(table.column("metric").to_numpy(zero_copy_only=False).tolist())
+    # Functions' rows (fn.*: [service.profile]) are analysed apart (lab/functions.py):
+    # hundreds of them are not the service's metrics.
+    metrics = tuple(m for m in names if not is_function_row(m))
     return Observations(table=table, source=source, arms=tuple(arms), metrics=metrics)
 
 
