@@ -15,6 +15,7 @@ from hairline.config.suggest import why_notes
 from hairline.hosts.inventory import parse_cpus
 from hairline.lab import concurrency
 from hairline.lab.analysis import Analysis
+from hairline.lab.functions import FunctionAnalysis, analyze_functions, neighbours_of
 from hairline.lab.queue import require_experiment
 from hairline.lab.results import (
     aa_experiments,
@@ -218,6 +219,44 @@ def _time(value: float | None) -> datetime | None:
     return datetime.fromtimestamp(value, tz=UTC) if value is not None else None
 
 
+def _functions(
+    config: ExperimentConfig,
+    analysis: Analysis | None,
+    observations: Observations | None,
+    artifacts: Path,
+    records: list[dict[str, Any]],
+) -> tuple[tuple[FunctionAnalysis, ...], str]:
+    """The function analysis of a profiled experiment, or why there is none ("" when the
+    service is not profiled)."""
+    profile = config.service.profile
+    if profile is None or analysis is None or observations is None:
+        return (), ""
+    comparisons = {r.candidate: r.baseline for r in analysis.results}
+    runs = artifacts / "runs"
+    found = analyze_functions(
+        observations, comparisons, profile, neighbours=neighbours_of(runs.glob("*.folded")),
+        seed=config.analysis.seed,
+    )  # fmt: skip
+    if found:
+        return tuple(found), ""
+    reasons = sorted(
+        {
+            str(entry["why"])
+            for record in records
+            for entry in (record.get("profile") or {}).values()
+            if isinstance(entry, dict) and entry.get("why")
+        }
+    )
+    if reasons:
+        return (), "no function metrics: " + "; ".join(reasons)
+    if not any(record.get("profile") for record in records):
+        return (), (
+            "no function metrics: no batch was profiled (profiling runs on the local "
+            "backend only so far; on Ray it is not yet done)"
+        )
+    return (), "no function metrics: fewer than two trials were profiled in both arms"
+
+
 def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) -> ExperimentReport:
     """Everything a report shows about ``experiment_id``, with the analysis stored when it
     finished; ``reanalyse`` analyses its trials again (same seed, same A/A history)."""
@@ -304,6 +343,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             )
     html = artifacts / "report.html"
     records = _batch_records(artifacts / "runs")
+    functions, functions_note = _functions(config, analysis, observations, artifacts, records)
     # The A/A runs the verdict was computed against, so the certificate stays the same
     # however often the report is rendered; before any analysis, the service's so far.
     history = stored_history(artifacts)
@@ -330,6 +370,8 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         curves=_capacity_curves(artifacts / "runs", records),
         overlaps=tuple(concurrency.overlaps(store, experiment_id)),
         aa_records=aa_records(store, history, config.analysis.alpha),
+        functions=functions,
+        functions_note=functions_note,
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,

@@ -17,12 +17,15 @@ from pathlib import Path
 from hairline.errors import ConfigError
 from hairline.lab.analysis import MetricAnalysis
 from hairline.report.context import (
+    FUNCTION_HEADER,
     ExperimentReport,
     aa_text,
     certificates,
     comparison_text,
     deciding_text,
     effect_text,
+    function_lines,
+    function_summary,
     headline,
     mde_text,
     number_text,
@@ -182,6 +185,32 @@ def _setup(report: ExperimentReport) -> list[str]:
     return lines
 
 
+def _functions(report: ExperimentReport) -> list[str]:
+    """The functions that changed ([service.profile]), or why there are none."""
+    lines: list[str] = []
+    if report.functions_note:
+        lines += ["", f"> {_text(report.functions_note)}"]
+    for analysis in report.functions:
+        lines += ["", f"**Functions**: {_text(function_summary(analysis))}"]
+        found = list(function_lines(analysis))
+        if found:
+            lines += [
+                "",
+                "| " + " | ".join(FUNCTION_HEADER) + " |",
+                "|"
+                + "|".join(
+                    "---" if h in ("function", "cost", "verdict") else "---:"
+                    for h in FUNCTION_HEADER
+                )
+                + "|",
+                *(
+                    "| " + " | ".join([_code(line.cells[0]), *map(_text, line.cells[1:])]) + " |"
+                    for line in found
+                ),
+            ]
+    return lines
+
+
 def render_markdown(report: ExperimentReport) -> str:
     """The experiment as a PR comment: headline, metrics table, model notes, setup."""
     head = headline(report)
@@ -208,6 +237,7 @@ def render_markdown(report: ExperimentReport) -> str:
         if analysis.chained:
             lines += ["", _text(deciding_text(analysis))]
         lines += ["", "Models:", "", *_model_notes(analysis.results)]
+    lines += _functions(report)
     lines += ["", "<details><summary>Setup</summary>", "", *_setup(report), "", "</details>"]
     if report.html_path is not None:
         lines += ["", f"HTML report: {_code(report.html_path)}"]

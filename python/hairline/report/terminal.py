@@ -14,6 +14,7 @@ from rich.text import Text
 from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
 from hairline.report.context import (
+    FUNCTION_HEADER,
     ExperimentReport,
     aa_text,
     arm_capacities,
@@ -22,6 +23,8 @@ from hairline.report.context import (
     comparison_text,
     deciding_text,
     effect_text,
+    function_lines,
+    function_summary,
     headline,
     mde_text,
     overlap_notes,
@@ -234,3 +237,24 @@ def print_experiment(report: ExperimentReport, console: Console) -> None:
     console.print(_experiment_panel(report))
     if report.analysis is not None:
         print_analysis(report.analysis, console, report.aa_records)
+    print_functions(report, console)
+
+
+def print_functions(report: ExperimentReport, console: Console) -> None:
+    """The functions that changed, per candidate ([service.profile]), or why none."""
+    if report.functions_note:
+        console.print(escape(report.functions_note), style="yellow")
+    for analysis in report.functions:
+        console.print(escape("Functions: " + function_summary(analysis)))
+        lines = list(function_lines(analysis))
+        if not lines:
+            continue
+        table = Table(title=f"functions that changed ({analysis.candidate})")
+        for column in FUNCTION_HEADER:
+            right = column not in ("function", "cost", "verdict")
+            table.add_column(column, justify="right" if right else "left")
+        for line in lines:
+            style = _STYLE.get(line.verdict, "")
+            cells = [escape(c) for c in line.cells]
+            table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/]" if style else cells[-1])
+        console.print(table)

@@ -7,6 +7,7 @@ what else ran at the same time;
 ``text``: the headline and the words every renderer shares; ``contract``: the JSON contract;
 ``capacity``: capacity mode's arms, each with its highest rate under the SLO;
 ``certificate``: the A/A record and detectable change beside each verdict.
+``functions``: the functions that changed ([service.profile]).
 Everything here is pure: no I/O, no clock.
 """
 
@@ -19,6 +20,12 @@ from hairline.report.context.certificate import (
     mde_text,
 )
 from hairline.report.context.contract import JSON_SCHEMA, analysis_json, experiment_json
+from hairline.report.context.functions import (
+    FUNCTION_HEADER,
+    function_lines,
+    function_summary,
+    functions_json,
+)
 from hairline.report.context.model import (
     ArmReport,
     CapacityCurve,
@@ -46,6 +53,7 @@ from hairline.report.context.text import (
 from hairline.report.context.trials import MetricTrials, TrialValue, metric_trials
 
 __all__ = [
+    "FUNCTION_HEADER",
     "JSON_SCHEMA",
     "ArmCapacity",
     "ArmReport",
@@ -68,6 +76,9 @@ __all__ = [
     "deciding_text",
     "effect_text",
     "experiment_json",
+    "function_lines",
+    "function_summary",
+    "functions_json",
     "headline",
     "host_notes",
     "late_ticks_steal_explains",

@@ -11,6 +11,7 @@ from hairline.kit.jsonout import to_jsonable
 from hairline.lab.analysis import Analysis
 from hairline.report.context.capacity import arm_capacities
 from hairline.report.context.certificate import certificates
+from hairline.report.context.functions import functions_json
 from hairline.report.context.model import ExperimentReport
 from hairline.report.context.notes import overlap_notes
 from hairline.report.context.text import headline
@@ -125,6 +126,15 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
       ``threshold_kind``, ``direction``, ``verdict``, ``reason``, ``n_a``, ``n_b``,
       ``warmup_rows_cut``, ``warnings`` and ``certificate`` (the A/A record of the
       metric on the A/A experiments the analysis used, and the minimum detectable effect).
+    - ``functions``: ``{"note", "comparisons"}`` ([service.profile]): ``note`` says why there
+      are no function metrics (null when there are, or when the service is not profiled);
+      ``comparisons`` has per candidate ``candidate``, ``baseline``, ``fdr``, ``min_share``,
+      ``trials``, ``samples_per_batch``, ``compared``, ``pooled``, ``changed`` (each
+      function found) and ``functions`` (every function compared, largest effect first),
+      each with ``function``, ``cost`` (self or inclusive), ``mean_a_ns``,
+      ``mean_b_ns``, ``effect_ns``, ``effect_rel``, ``ci_ns``, ``p_value``, ``p_adjusted``
+      (Benjamini-Hochberg), ``share`` (of the baseline's CPU), ``verdict`` (regression,
+      improvement, shift, new, gone) and ``shift_with``.
     - ``per_trial``: ``{metric: {"series": bool, "arms": {arm: [{"trial", "value", "rows",
       "rows_cut", "cut_t_s"}]}}}``: per trial, the mean of the rows kept after the warm-up
       cut (see :func:`metric_trials`), trials in order; ``{}`` when nothing was measured.
@@ -156,6 +166,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "model": report.model,
         "html_path": report.html_path,
         "notes": list(report.notes),
+        "functions": functions_json(report.functions, report.functions_note),
         "overlaps": [
             {
                 "kind": o.kind,

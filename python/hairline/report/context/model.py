@@ -16,6 +16,7 @@ from typing import Literal
 
 from hairline.lab.analysis import Analysis
 from hairline.lab.concurrency import Overlap
+from hairline.lab.functions import FunctionAnalysis
 from hairline.stats.certificate import AaRecord
 from hairline.store.observations import Observations
 
@@ -122,6 +123,10 @@ class ExperimentReport:
     # Each metric's verdicts on the service's A/A experiments the analysis used as its
     # history ({} without one): half of each verdict's certificate (context/certificate.py).
     aa_records: dict[str, AaRecord] = field(default_factory=dict)
+    # [service.profile]: the functions of each candidate against its baseline
+    # (lab/functions.py), and, when there are none, why.
+    functions: tuple[FunctionAnalysis, ...] = ()
+    functions_note: str = ""
 
     @property
     def chained(self) -> bool:

@@ -19,6 +19,7 @@ from datetime import datetime
 from hairline import __version__
 from hairline.lab.analysis import MetricAnalysis
 from hairline.report.context import (
+    FUNCTION_HEADER,
     ExperimentReport,
     MetricTrials,
     TrialValue,
@@ -28,6 +29,8 @@ from hairline.report.context import (
     certificates,
     deciding_text,
     effect_text,
+    function_lines,
+    function_summary,
     headline,
     mde_text,
     metric_trials,
@@ -316,6 +319,34 @@ def _setup(report: ExperimentReport) -> list[str]:
     return parts
 
 
+def _functions(report: ExperimentReport) -> list[str]:
+    """The functions that changed ([service.profile]), or why there are none."""
+    if not report.functions and not report.functions_note:
+        return []
+    parts = ["<h2>Functions that changed</h2>"]
+    if report.functions_note:
+        parts.append(f'<p class="muted">{_e(report.functions_note)}</p>')
+    left = ("function", "cost", "verdict")
+    for analysis in report.functions:
+        parts.append(f'<p class="meta">{_e(function_summary(analysis))}</p>')
+        found = list(function_lines(analysis))
+        if not found:
+            continue
+        head = "".join(f'<th class="{"l" if h in left else ""}">{_e(h)}</th>'
+                       for h in FUNCTION_HEADER)  # fmt: skip
+        rows = [
+            "<tr>"
+            + f'<td class="l"><code>{_e(line.cells[0])}</code></td>'
+            + f'<td class="l">{_e(line.cells[1])}</td>'
+            + "".join(f"<td>{_e(c)}</td>" for c in line.cells[2:6])
+            + f'<td class="l">{_verdict(line.verdict)}{_e(line.cells[6][len(line.verdict) :])}</td>'
+            + "</tr>"
+            for line in found
+        ]
+        parts.append("<table><tr>" + head + "</tr>" + "".join(rows) + "</table>")
+    return parts
+
+
 def report_body(report: ExperimentReport) -> str:
     """The report's sections as HTML to place in a page (the dashboard's, or its own)."""
     trials = (
@@ -337,6 +368,7 @@ def report_body(report: ExperimentReport) -> str:
         arm_names += [a for a in report.observations.arms if a not in arm_names]
     colours = arm_colours(arm_names)
     body = [*_header(report), *_summary(report, anchors), *capacity_section(report, colours)]
+    body += _functions(report)
     for metric in metrics:
         body += _metric_section(report, metric, anchors[metric], trials.get(metric), colours)
     if not metrics:

@@ -1,0 +1,126 @@
+"""The "functions that changed" of a report, as text every renderer shows the same way."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from hairline.lab.functions import FunctionAnalysis, FunctionChange
+from hairline.profile.functions import SELF
+
+__all__ = [
+    "FUNCTION_HEADER",
+    "FunctionLine",
+    "function_lines",
+    "function_summary",
+    "functions_json",
+]
+
+FUNCTION_HEADER = ("function", "cost", "effect ns/request", "effect", "interval (ns)",
+                   "share", "verdict")  # fmt: skip
+# A report lists this many findings; the JSON has them all.
+_SHOWN = 25
+
+
+@dataclass(frozen=True)
+class FunctionLine:
+    """One finding, every cell as text."""
+
+    cells: tuple[str, str, str, str, str, str, str]
+    verdict: str
+
+
+def _ns(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:+,.1f}"
+
+
+def _verdict(change: FunctionChange) -> str:
+    if change.verdict == "shift":
+        return "shift with " + ", ".join(change.shift_with)
+    return change.verdict
+
+
+def function_lines(analysis: FunctionAnalysis) -> Iterator[FunctionLine]:
+    """The findings of ``analysis``, largest absolute effect first."""
+    for change in analysis.flagged[:_SHOWN]:
+        rel = "n/a" if not math.isfinite(change.effect_rel) else f"{change.effect_rel:+.1%}"
+        lo, hi = change.ci_ns
+        interval = "n/a" if not math.isfinite(lo) else f"[{_ns(lo)}, {_ns(hi)}]"
+        yield FunctionLine(
+            cells=(
+                change.function,
+                "self" if change.kind == SELF else "inclusive",
+                _ns(change.effect_ns),
+                rel,
+                interval,
+                f"{change.share:.2%}",
+                _verdict(change),
+            ),
+            verdict=change.verdict,
+        )
+
+
+def function_summary(analysis: FunctionAnalysis) -> str:
+    """One sentence: what was compared, and how many changed."""
+    found = len(analysis.flagged)
+    compared = sum(1 for c in analysis.changes if math.isfinite(c.p_value))
+    head = f"{analysis.candidate} against {analysis.baseline}: {compared} function costs compared"
+    pooled = f" ({analysis.pooled} below {analysis.min_share:.1%} of the CPU pooled)"
+    counts = (
+        f" over {analysis.trials} trials, {analysis.samples_per_batch:,.0f} samples a batch "
+        f"and arm; "
+    )
+    verdict = f"{found} changed" if found else "none changed"
+    more = f" (the {_SHOWN} largest listed)" if found > _SHOWN else ""
+    return (
+        f"{head}{pooled if analysis.pooled else ''}{counts}{verdict} at a false discovery "
+        f"rate of {analysis.fdr:.0%}{more}."
+    )
+
+
+def _plain(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _change_json(c: FunctionChange) -> dict[str, Any]:
+    return {
+        "function": c.function,
+        "cost": "self" if c.kind == SELF else "inclusive",
+        "mean_a_ns": _plain(c.mean_a_ns),
+        "mean_b_ns": _plain(c.mean_b_ns),
+        "effect_ns": _plain(c.effect_ns),
+        "effect_rel": _plain(c.effect_rel),
+        "ci_ns": [_plain(c.ci_ns[0]), _plain(c.ci_ns[1])],
+        "p_value": _plain(c.p_value),
+        "p_adjusted": _plain(c.p_adjusted),
+        "share": c.share,
+        "verdict": c.verdict,
+        "shift_with": list(c.shift_with),
+    }
+
+
+def functions_json(analyses: tuple[FunctionAnalysis, ...], note: str) -> dict[str, Any]:
+    """The report's ``functions`` object (see experiment_json)."""
+    return {
+        "note": note or None,
+        "comparisons": [
+            {
+                "candidate": a.candidate,
+                "baseline": a.baseline,
+                "fdr": a.fdr,
+                "min_share": a.min_share,
+                "trials": a.trials,
+                "samples_per_batch": a.samples_per_batch,
+                "compared": sum(1 for c in a.changes if math.isfinite(c.p_value)),
+                "pooled": a.pooled,
+                "changed": [_change_json(c) for c in a.flagged],
+                "functions": [
+                    _change_json(c)
+                    for c in sorted(a.changes, key=lambda c: -abs(_plain(c.effect_ns) or 0.0))
+                ],
+            }
+            for a in analyses
+        ],
+    }
