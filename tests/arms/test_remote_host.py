@@ -6,7 +6,9 @@ nodes: tests/lab/test_ray_e2e.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import time
 import urllib.request
 from pathlib import Path
@@ -57,6 +59,26 @@ def test_an_arm_starts_bound_to_the_nodes_address_and_its_log_comes_back(
     assert "listening on 127.0.0.1" in log
     assert live_processes_with("--warmup-s 0.0123") == []
     assert agent.stop_arm(1) == ""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_submitted_experiments_arm_runs_sandboxed_on_its_node(engine_path: Path) -> None:
+    """An API submission's recipe: the arm runs under bubblewrap as nobody, with its
+    cgroup's limits and none of the agent's environment (arms/sandbox.py)."""
+    agent = HostAgent("w2", "127.0.0.1", (0,), PREFIX)
+    submitted = dataclasses.replace(recipe("0.0126"), sandboxed=True)
+    info = agent.start_arm(1, submitted, "", "t0b0a1-A", "A", 10.0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{info['port']}/healthz") as answer:
+            assert answer.status == 200
+        tree = live_processes_with("--warmup-s 0.0126")
+        names = {Path(f"/proc/{p}/exe").resolve().name for p in tree}
+        assert "bwrap" in names, names
+        for pid in tree:
+            assert b"HAIRLINE_AGENT_HOME" not in Path(f"/proc/{pid}/environ").read_bytes()
+    finally:
+        agent.stop_arm(1)
+    assert live_processes_with("--warmup-s 0.0126") == []
 
 
 def test_an_arm_that_never_becomes_healthy_fails_as_locally(engine_path: Path) -> None:

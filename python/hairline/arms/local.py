@@ -28,6 +28,7 @@ from types import TracebackType
 
 from hairline.arms.cgroup import ArmCgroup, create_cgroup, remove_named
 from hairline.arms.isolation import ArmIsolation
+from hairline.arms.sandbox import ArmSandbox, sandbox_env, sandboxed_command
 from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import ArmFailed
@@ -46,6 +47,8 @@ class ArmSpec:
     health_path: str = "/healthz"
     cwd: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # A submitted experiment's arm runs in a sandbox (arms/sandbox.py); None: the owner's.
+    sandbox: ArmSandbox | None = None
 
 
 def wait_http_ok(
@@ -182,13 +185,18 @@ class LocalArm:
         if self._cgroup_name is not None:
             self.cgroup, self.fallback = create_cgroup(self._cgroup_name)
         join = self.cgroup.procs_files if self.cgroup is not None else ()
+        try:
+            command, env = self._command()
+        except BaseException:
+            self.stop()
+            raise
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
 
         try:
             self._proc = subprocess.Popen(
-                list(self.spec.command),
+                command,
                 cwd=self.spec.cwd,
-                env={**os.environ, **self.spec.env},
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -222,6 +230,30 @@ class LocalArm:
                 f"arm {self.spec.name}: {err.message}" + self._log_tail(), hint=err.hint
             ) from None
         return self
+
+    def _command(self) -> tuple[list[str], dict[str, str]]:
+        """The arm's command line and environment: as written, or for a sandboxed arm
+        inside bubblewrap, under its cgroup's limits, with none of the processor's secrets."""
+        sandbox = self.spec.sandbox
+        if sandbox is None:
+            return list(self.spec.command), {**os.environ, **self.spec.env}
+        if self.cgroup is None:
+            raise ArmFailed(
+                f"arm {self.spec.name}: a submitted experiment's arm runs with a process and "
+                f"memory limit, and it has no cgroup here ({self.fallback or 'none asked'})",
+                hint="run the processor as root on a machine with cgroup v2 (or v1's pids and "
+                "memory hierarchies mounted), without HAIRLINE_CGROUP=none",
+            )
+        problems = self.cgroup.limit(pids_max=sandbox.pids_max, memory_bytes=sandbox.memory_bytes)
+        if problems:
+            raise ArmFailed(
+                f"arm {self.spec.name}: its process and memory limits could not be set: "
+                + "; ".join(problems),
+                hint="run the processor as root on a machine with the pids and memory cgroup "
+                "controllers",
+            )
+        env = sandbox_env(os.environ, self.spec.env)
+        return sandboxed_command(sandbox, self.spec.command, self.spec.cwd, env), env
 
     def _log_tail(self, lines: int = 5) -> str:
         if not self.log_path or not self.log_path.exists():

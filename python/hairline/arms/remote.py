@@ -36,6 +36,7 @@ from typing import Any
 
 from hairline.arms.cgroup import cgroup_name, sweep
 from hairline.arms.local import ArmSpec, LocalArm, free_port
+from hairline.arms.sandbox import ArmSandbox
 from hairline.config import ArmConfig, ServiceConfig, start_command
 from hairline.errors import HairlineError, HostLost
 
@@ -68,6 +69,8 @@ class ArmRecipe:
     service: ServiceConfig
     arm: ArmConfig
     artifact_key: str | None = None
+    # An API submission's arm: run in the sandbox of arms/sandbox.py.
+    sandboxed: bool = False
 
 
 def pack_artifact(path: Path) -> bytes:
@@ -205,6 +208,7 @@ class HostAgent:
                     # command that needs files there should use {artifact} instead.
                     cwd=root if root.is_dir() else arm_dir,
                     env={**recipe.service.env, **recipe.arm.env},
+                    sandbox=_sandbox(recipe, arm_dir, root, artifact, str(find_engine())),
                 ),
                 port=port,
                 cpus=self.cpus,
@@ -256,6 +260,18 @@ class HostAgent:
             arm = self._arms.pop(arm_id, None)
             if arm is not None:
                 arm.stop()
+
+
+def _sandbox(
+    recipe: ArmRecipe, arm_dir: Path, root: Path, artifact: str, engine: str
+) -> ArmSandbox | None:
+    """A submitted experiment's arm: its arm folder writable; the service file's folder, its
+    artifact and the engine on this node read-only."""
+    if not recipe.sandboxed:
+        return None
+    paths = (str(root), artifact, engine)
+    readable = tuple(Path(p) for p in paths if p and Path(p).exists())
+    return ArmSandbox(writable=(arm_dir,), readable=readable)
 
 
 def _ray() -> Any:

@@ -80,6 +80,7 @@ def _plan(job: Mapping[str, Any], hosts: list[RemoteHost]) -> RunPlan:
             service=config.service,
             arm=config.arms[name],
             artifact_key=artifacts[name][1] if name in artifacts else None,
+            sandboxed=bool(job.get("sandboxed", False)),
         )
         for name in job["arm_names"]
     }

@@ -113,6 +113,8 @@ class RemoteRun:
     arm_names: tuple[str, ...]
     # arm -> (local artifact path, build key), for arms that have a build
     artifacts: Mapping[str, tuple[str, str]]
+    # A submitted experiment's arms run sandboxed on their nodes (arms/sandbox.py).
+    sandboxed: bool = False
     deadman_s: float = 30.0
     actor_timeout_s: float = 60.0
     silence_s: float = 60.0
@@ -126,6 +128,7 @@ class RemoteRun:
             "config": json.loads(self.config.model_dump_json()),
             "arm_names": list(self.arm_names),
             "artifacts": {k: list(v) for k, v in self.artifacts.items()},
+            "sandboxed": self.sandboxed,
             "hosts": [
                 {"name": n, "address": a, "resource": resource_name(n), "cpus": list(c)}
                 for n, a, c in zip(self.host_names, self.addresses, plan.hosts, strict=True)

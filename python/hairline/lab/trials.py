@@ -30,7 +30,9 @@ from hairline.arms.cgroup import sweep
 from hairline.arms.local import ArmSpec
 from hairline.arms.netns import sweep_namespaces
 from hairline.arms.remote import HostLost
+from hairline.arms.sandbox import ArmSandbox
 from hairline.config import start_command
+from hairline.config.isolation import IsolationConfig
 from hairline.errors import HairlineError
 from hairline.hosts.inventory import Allocation, ensure_local_hosts
 from hairline.kit import interrupts
@@ -119,7 +121,22 @@ def _remote(ctx: Context, allocation: Allocation) -> RemoteRun | None:
         config=ctx.config,
         arm_names=tuple(ctx.arm_names),
         artifacts=builds,
+        sandboxed=submitted(ctx),
     )
+
+
+def submitted(ctx: Context) -> bool:
+    """Whether the experiment came through the API: code the lab has not seen, whose build
+    (lab/build/sandbox.py) and arms (arms/sandbox.py) run sandboxed."""
+    return ctx.row.origin == "api"
+
+
+def arm_sandbox(arm_dir: Path, root: Path, artifact: str, engine_binary: str) -> ArmSandbox:
+    """A submitted arm's sandbox: its arm folder writable; the submission's folder, the
+    built artifact (when there is one) and the lab's engine (``{engine}``, which a start
+    command may run) read-only."""
+    readable = (root, Path(engine_binary), *([Path(artifact)] if artifact else []))
+    return ArmSandbox(writable=(arm_dir,), readable=readable)
 
 
 def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
@@ -131,6 +148,7 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         )
     engine_binary = str(engine.find_engine())
     workdir = ctx.row.artifacts_dir / "runs"
+    sandboxed = submitted(ctx)
 
     def arm_def(name: str) -> ArmDef:
         arm = config.arms[name]
@@ -159,6 +177,11 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
                 health_path=service.health,
                 cwd=Path(service.root),
                 env={**service.env, **arm.env},
+                sandbox=(
+                    arm_sandbox(arm_dir, Path(service.root), artifact, engine_binary)
+                    if sandboxed
+                    else None
+                ),
             )
 
         return ArmDef(
@@ -166,7 +189,9 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
             spec=spec,
             warm_path=service.warm,
             metrics_path=service.metrics_path,
-            isolation=service.isolation,
+            # A submission's arms reach nothing but what its file allows: with no
+            # [service.isolation], a namespace that allows nothing.
+            isolation=service.isolation or (IsolationConfig() if sandboxed else None),
         )
 
     if ctx.options.backend == "local":

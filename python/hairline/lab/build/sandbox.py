@@ -4,7 +4,8 @@ An experiment submitted through the API names code the lab has never seen, and i
 command (a Makefile, a ``build.rs``, a ``setup.py``) is code too. In the sandbox it sees:
 
 - the system read-only (``/usr`` and the few files of ``/etc`` a toolchain reads), so it
-  can compile but not change the machine;
+  can compile but not change the machine (the command line is :mod:`hairline.kit.sandbox`'s,
+  which the arms of submitted experiments share);
 - its own work folder (at ``/build``), writable, and an empty ``/tmp``; nothing else: not
   the lab's home (its database, token store, other experiments' folders), not ``/root``
   or ``/home``;
@@ -20,32 +21,15 @@ never without one: no bubblewrap, or no way to set the limits, and the build fai
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hairline.errors import BuildFailed
+from hairline.kit import sandbox
 
 __all__ = ["INSIDE", "BuildSandbox", "bwrap_argv", "find_bwrap", "limits_problems"]
 
-# What a compiler, linker or interpreter reads from /etc; the rest of /etc stays hidden
-# (it may hold credentials, and /etc/shadow is readable by root).
-_ETC_FILES = (
-    "alternatives",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "passwd",
-    "group",
-    "nsswitch.conf",
-    "localtime",
-    "mime.types",
-)
-# Merged-/usr systems link these to /usr; elsewhere they are folders, bound read-only.
-_TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_NOBODY = 65534
 # Where the work folder appears inside: a fixed path, so the lab's own folders (the work
 # folder lies under the lab's home) are not even named in the sandbox.
 INSIDE = "/build"
@@ -65,7 +49,7 @@ class BuildSandbox:
 
 def find_bwrap() -> str:
     """bubblewrap's path; raises BuildFailed (saying how to install it) where it is missing."""
-    path = shutil.which("bwrap")
+    path = sandbox.find_bwrap()
     if path is None:
         raise BuildFailed(
             "submitted experiments build in a sandbox, and bubblewrap (bwrap) is not installed",
@@ -78,44 +62,13 @@ def find_bwrap() -> str:
 def bwrap_argv(
     bwrap: str, command: str, work: Path, *, root: Path = Path("/"), shell: str = "sh"
 ) -> list[str]:
-    """The command line that runs ``sh -c command`` in ``work`` inside the sandbox. ``root``
-    is where the host's filesystem is read from to see what exists (tests)."""
-    argv = [
-        bwrap,
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-user",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--uid", str(_NOBODY),
-        "--gid", str(_NOBODY),
-        "--cap-drop", "ALL",
-        "--ro-bind", "/usr", "/usr",
-    ]  # fmt: skip
-    for name in _TOP_LEVEL:
-        host = root / name
-        if host.is_symlink():
-            argv += ["--symlink", os.readlink(host), f"/{name}"]
-        elif host.is_dir():
-            argv += ["--ro-bind", f"/{name}", f"/{name}"]
-    for name in _ETC_FILES:
-        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    argv += [
-        "--proc", "/proc",
-        "--dev", "/dev",
-        "--tmpfs", "/tmp",
-        "--bind", str(work), INSIDE,
-        # The sandbox's own root (where /etc's few files are mounted) read-only as well.
-        "--remount-ro", "/",
-        "--chdir", INSIDE,
-        "--setenv", "HOME", INSIDE,
-        "--setenv", "TMPDIR", "/tmp",
-        "--", shell, "-c", command,
-    ]  # fmt: skip
-    return argv
+    """The command line that runs ``sh -c command`` in ``work`` inside the sandbox, with no
+    network. ``root`` is where the host's filesystem is read from to see what exists
+    (tests)."""
+    return sandbox.sandbox_argv(
+        bwrap, [shell, "-c", command], chdir=INSIDE, home=INSIDE,
+        writable=[(work, INSIDE)], root=root,
+    )  # fmt: skip
 
 
 def limits_problems(problems: Sequence[str]) -> BuildFailed:
