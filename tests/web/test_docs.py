@@ -70,3 +70,7 @@ def test_what_the_fuzzer_broke_now_answers_in_the_apis_error_shape(store: Store)
     refused = client.request("TRACE", "/api/v1/events", headers=auth)
     assert refused.status_code == 405
     assert refused.json()["error"] == "Method Not Allowed" and "Allow" in refused.json()["hint"]
+    # A path with two routes (the list and the submission): Allow names both (ST205).
+    refused = client.request("DELETE", "/api/v1/experiments", headers=auth)
+    assert refused.status_code == 405
+    assert {"GET", "POST"} <= set(refused.headers["allow"].split(", ")), refused.headers

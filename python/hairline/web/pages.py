@@ -15,6 +15,7 @@ from fastapi import FastAPI, Form, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from hairline.web import views_experiments, views_regressions, views_trends
 from hairline.web.auth import principal_for
@@ -48,6 +49,25 @@ _API_HINTS = {
 }
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed(request: Request) -> dict[str, str]:
+    """A 405's Allow header: every method some route on the path takes. Starlette's names
+    only the first route that matched the path (bench/web/fuzz.py's ST205: /api/v1/experiments
+    takes GET and POST, and its 405 said POST alone). Each method is tried against the routes
+    as the router itself would match it."""
+    routes = request.app.router.routes
+    methods = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+    return {"Allow": ", ".join(methods)} if methods else {}
+
+
 def install(app: FastAPI) -> None:
     """Add the pages' routes (and the 401 page for browsers) to ``app``."""
 
@@ -68,7 +88,10 @@ def install(app: FastAPI) -> None:
             # Raised before a route runs (a method the path does not allow, a body that is
             # not JSON): the API's own error shape, as every other 4xx of /api/v1 has.
             body = {"error": str(exc.detail), "hint": _API_HINTS.get(exc.status_code)}
-            return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+            headers = dict(exc.headers or {})
+            if exc.status_code == status.HTTP_405_METHOD_NOT_ALLOWED:
+                headers.update(_allowed(request))
+            return JSONResponse(body, status_code=exc.status_code, headers=headers)
         return await http_exception_handler(request, exc)
 
     @app.get("/", include_in_schema=False)
