@@ -11,7 +11,7 @@ ENGINE_SOURCES := $(shell find engine/src -name '*.rs') engine/Cargo.toml Cargo.
 # System packages the tests and benchmarks talk to for real (installed when missing, as root).
 SYSDEPS := nginx wrk postgresql haproxy chromium nftables bubblewrap linux-perf
 
-.PHONY: all build bytecode demo test lint typecheck rust-tests test-rust test-py sysdeps bench clean
+.PHONY: all build bytecode demo test lint typecheck rust-tests test-rust test-py test-shared test-alone sysdeps bench clean
 
 all: build
 
@@ -82,15 +82,24 @@ test-rust: rust-tests
 # the ones that measure have the machine to themselves. pytest keeps its rewritten test
 # modules as bytecode: where PYTHONDONTWRITEBYTECODE is set (this project's VMs) each of the
 # three collections rewrote every one again (8 s each).
-test-py: build sysdeps
+test-shared: build sysdeps
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --suite-part=shared tests
+
+test-alone: build sysdeps
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q --suite-part=alone tests
 
-# Setup in parallel where it waits on the network or a lock, then every check in order: the
-# tests that time things run alone on the machine.
+test-py:
+	$(MAKE) --no-print-directory test-shared
+	$(MAKE) --no-print-directory test-alone
+
+# Setup in parallel where it waits on the network or a lock; mypy (one CPU, 32 s) beside the
+# tests that share the CPUs, which time nothing; then the tests that time things run alone
+# on the machine.
 test:
 	$(MAKE) --no-print-directory -j2 --output-sync=target build rust-tests
-	$(MAKE) --no-print-directory lint typecheck test-rust test-py
+	$(MAKE) --no-print-directory lint test-rust
+	$(MAKE) --no-print-directory -j2 --output-sync=target typecheck test-shared
+	$(MAKE) --no-print-directory test-alone
 
 bench: build sysdeps
 	$(PY) bench/run.py

@@ -426,10 +426,13 @@ class RayCluster:
         for proc in [self._popen(self._stop_args(n)) for n in [*self.workers, "head"]]:
             proc.communicate(timeout=120)
 
-    def restart_all(self) -> None:
+    def restart_all(self, workers: Sequence[str] = ("w2", "w3")) -> None:
+        """Stop every node, then start the head and ``workers`` (the session's two by
+        default: a spare a test started is not needed again, and each start costs seconds)."""
         self.stop_all()
+        self.workers = []
         self.start_head()
-        self.start_workers(list(self.workers))
+        self.start_workers(list(workers))
 
     def _popen(self, args: Sequence[str]) -> subprocess.Popen[str]:
         return subprocess.Popen(
