@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import xmlschema
 from experiment_files import write_experiment
 from sqlalchemy import select
 from test_lab_e2e import assert_nothing_left, hairline
@@ -94,8 +96,9 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
     ).path
     home = tmp_path / "home"
     out_json, out_md = tmp_path / "bisect.json", tmp_path / "bisect.md"
+    junit = tmp_path / "bisect.xml"
     done = hairline("bisect", str(path), "--good", commits[0], "--bad", commits[-1],
-                    "--json", str(out_json), "--markdown", str(out_md),
+                    "--json", str(out_json), "--markdown", str(out_md), "--junit", str(junit),
                     home=home, engine=engine_path, timeout_s=600)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out_json.read_text())
@@ -108,6 +111,9 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
     assert last["verdict"] == "regression" and last["effect_rel"] > 0.3
     assert "commit 5: add a cache miss" in out_md.read_text()
     assert "bisect: step 1 (search)" in done.stdout
+    xmlschema.validate(str(junit), str(Path(__file__).parents[2] / "docs/schema/junit.xsd"))
+    [culprit] = ET.parse(junit).findall(".//testcase[@name='culprit']/failure")
+    assert commits[CULPRIT - 1] in culprit.get("message", "")
 
     store = open_store(home=home)
     try:

@@ -13,9 +13,11 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import xmlschema
 from experiment_files import write_experiment
 from sqlalchemy import select
 
@@ -25,6 +27,8 @@ from hairline.lab.trials import cgroup_prefix
 from hairline.store.db import open_store
 from hairline.store.models import Experiment, Host, Run, Trial
 from hairline.store.observations import read_observations
+
+ROOT = Path(__file__).parents[2]
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 REGRESSED_B = {"A": {}, "B": {"args": ["--regress-cpu", "0.10"]}}
@@ -105,10 +109,15 @@ def test_a_cpu_regression_is_flagged_in_every_report(tmp_path: Path, engine_path
     ).path
     home = tmp_path / "home"
     out = tmp_path / "report.json"
+    junit = tmp_path / "junit.xml"
     done = hairline("run", str(path), "--json", str(out), "--markdown", str(tmp_path / "r.md"),
-                    home=home, engine=engine_path)  # fmt: skip
+                    "--junit", str(junit), home=home, engine=engine_path)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(out.read_text())
+    # JUnit for CI systems: valid against docs/schema/junit.xsd, the regression a failure.
+    xmlschema.validate(str(junit), str(ROOT / "docs" / "schema" / "junit.xsd"))
+    failed = ET.parse(junit).findall(".//testcase[failure]")
+    assert "cpu_ns_per_request" in {case.get("name") for case in failed}
     cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
     assert cpu["verdict"] == "regression"
     assert cpu["effect_rel"] > 0.05

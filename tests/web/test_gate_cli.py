@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import xmlschema
 from weblab import HAIRLINE, WebLab
 
 from hairline.web.gatewait import GateAnswer, exit_status, wait_for_gate
+
+SCHEMA = Path(__file__).parents[2] / "docs" / "schema" / "junit.xsd"
 
 
 def gate(*args: str, token: str | None = None, token_file: Path | None = None,
@@ -37,12 +41,17 @@ def test_gate_wait_over_http_exits_1_for_the_regression_and_0_for_the_aa(
     at most 1e-3 of runs where the model is calibrated, and the 30% regression over 4 trials
     at 1,500/s is about ten times its interval's half-width (about 3%) past the 2% threshold."""
     token = web_lab.tokens["demo-read"]
-    markdown = tmp_path / "gate.md"
+    markdown, junit = tmp_path / "gate.md", tmp_path / "gate.xml"
     failed = gate(str(web_runs["regression"]), "--wait", "--timeout-s", "60", "--url",
-                  web_lab.url, "--markdown", str(markdown), token=token)  # fmt: skip
+                  web_lab.url, "--markdown", str(markdown), "--junit", str(junit),
+                  token=token)  # fmt: skip
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"experiment {web_runs['regression']}: fail" in failed.stdout
     assert "cpu_ns_per_request" in markdown.read_text()
+    # The server's JUnit (GET .../report.xml), as the gate judged it: the regression fails.
+    xmlschema.validate(str(junit), str(SCHEMA))
+    failing = {c.get("name") for c in ET.parse(junit).findall(".//testcase[failure]")}
+    assert "cpu_ns_per_request" in failing
 
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
@@ -55,11 +64,16 @@ def test_gate_wait_over_http_exits_1_for_the_regression_and_0_for_the_aa(
 def test_gate_reads_the_local_database_without_url(
     web_lab: WebLab, web_runs: dict[str, int]
 ) -> None:
-    """False failure: up to about 1e-2 through the session's web_runs: the same A/A and A/B as
-    test_gate_wait_over_http_exits_1_for_the_regression_and_0_for_the_aa."""
+    """False failure: at most about 1e-3 through the session's web_runs: the same A/A and A/B
+    as test_gate_wait_over_http_exits_1_for_the_regression_and_0_for_the_aa."""
     where = ["--db", web_lab.db_url, "--home", str(web_lab.home)]
     assert gate(str(web_runs["regression"]), *where).returncode == 1
-    assert gate(str(web_runs["aa"]), *where).returncode == 0
+    passed = gate(str(web_runs["aa"]), *where, "--junit", "-")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    # --junit - : the document on stdout after the answer's line, valid, nothing failing.
+    xml = passed.stdout[passed.stdout.index("<?xml") :]
+    xmlschema.validate(xml, str(SCHEMA))
+    assert ET.fromstring(xml).get("failures") == "0"
 
 
 def test_gate_over_http_without_a_token_or_for_another_team_is_an_error(

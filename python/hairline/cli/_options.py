@@ -22,6 +22,7 @@ __all__ = [
     "db_option",
     "document_options",
     "esc",
+    "junit_option",
     "progress_option",
     "report_options",
     "store_options",
@@ -84,8 +85,18 @@ def report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--markdown", "markdown_path", type=md_path,
                       help="Write a Markdown report ('-' for stdout); also appended to "
                       "$GITHUB_STEP_SUMMARY when that is set.")(fn)  # fmt: skip
+    fn = junit_option(fn)
     return click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
                         help="Copy the self-contained HTML report here.")(fn)  # fmt: skip
+
+
+def junit_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
+        help="Write JUnit XML ('-' for stdout): one test case per metric verdict, a "
+        "regression (or, unless the service's gate lets it pass, an inconclusive verdict) a "
+        "failure.",
+    )(fn)  # fmt: skip
 
 
 def backend_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -10,6 +10,7 @@ after its repeats, or ``--max-experiments`` ran out); 3 gave up waiting for host
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -21,15 +22,17 @@ from hairline.cli._options import (
     backend_options,
     chosen_backend,
     esc,
+    junit_option,
     store_options,
     wait_option,
 )
-from hairline.cli.experiments import write_documents
+from hairline.cli.experiments import write_document, write_documents
 from hairline.cli.run import execute
 from hairline.config import ExperimentConfig
 from hairline.lab.bisect import DEFAULT_METRIC, Bisection, bisect
 from hairline.lab.files import load_experiment_file
 from hairline.report.bisect import print_bisection, render_bisection_markdown
+from hairline.report.junit import render_bisection_junit
 from hairline.store.db import open_store
 
 __all__: list[str] = []
@@ -54,6 +57,7 @@ _EXIT = {"culprit": EXIT_OK, "none": EXIT_REGRESSION, "gradual": EXIT_REGRESSION
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the result as Markdown ('-' for stdout); also appended to "
               "$GITHUB_STEP_SUMMARY when that is set.")  # fmt: skip
+@junit_option
 @click.option("--cpus-per-host", type=click.IntRange(1),
               help="CPUs per local host (default: as `hairline run`).")  # fmt: skip
 @wait_option(RUN_WAIT_S, "the step's experiment stays queued")
@@ -67,6 +71,7 @@ def bisect_command(
     max_experiments: int | None,
     json_path: Path | None,
     markdown_path: Path | None,
+    junit_path: Path | None,
     cpus_per_host: int | None,
     wait_s: float,
     backend: str,
@@ -78,7 +83,8 @@ def bisect_command(
     threshold, by A/B experiments of FILE's baseline arm at pairs of revisions (its
     `repo`, or the file's folder). Exit status: 0 a culprit, 1 none, 2 an error or
     undecided, 3 gave up waiting for hosts (docs/bisect.md)."""
-    out = console(json_path, markdown_path)
+    out = console(json_path, markdown_path, junit_path)
+    started = datetime.now(UTC).replace(microsecond=0).isoformat()
     config = load_experiment_file(file)
     options = chosen_backend(backend, ray_address)
     store = open_store(db_url, home=home)
@@ -101,6 +107,8 @@ def bisect_command(
     finally:
         store.close()
     _emit(result, out, json_path, markdown_path)
+    if junit_path is not None:
+        write_document(out, render_bisection_junit(result, timestamp=started), junit_path)
     sys.exit(_EXIT.get(result.finished.status, EXIT_ERROR))
 
 

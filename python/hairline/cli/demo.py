@@ -36,6 +36,7 @@ def demo(
     json_path: Path | None,
     markdown_path: Path | None,
     html_path: Path | None,
+    junit_path: Path | None,
 ) -> None:
     """A/B of the bundled sample service with a CPU regression injected into B.
 
@@ -44,7 +45,7 @@ def demo(
     regression caught; with --regress-cpu 0, nothing flagged), 1 when it is not, 2 on an
     error.
     """
-    out = console(json_path, markdown_path)
+    out = console(json_path, markdown_path, junit_path)
     config = demo_config(
         regress_cpu=regress_cpu, trials=trials, duration_s=duration_s, rate_per_s=rate_per_s
     )
@@ -64,6 +65,7 @@ def demo(
         report = emit_reports(
             store, experiment_id, out,
             json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+            junit_path=junit_path,
         )  # fmt: skip
     finally:
         store.close()

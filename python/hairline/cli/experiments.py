@@ -16,6 +16,7 @@ from rich.table import Table
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.cli._options import esc, report_options, store_options
+from hairline.kit.atomic import write_text_atomic
 from hairline.kit.jsonout import write_json
 from hairline.lab.queue import request_cancel
 from hairline.lab.status import artifacts_dir, experiment_rows, phase_of
@@ -27,7 +28,13 @@ from hairline.report.terminal import print_experiment
 from hairline.store.db import Store, open_store
 from hairline.store.models import TERMINAL_PHASES
 
-__all__ = ["emit_reports", "exit_code", "write_documents"]
+__all__ = [
+    "emit_reports",
+    "exit_code",
+    "write_document",
+    "write_documents",
+    "write_junit",
+]
 
 
 def emit_reports(
@@ -38,6 +45,7 @@ def emit_reports(
     json_path: Path | None,
     markdown_path: Path | None,
     html_path: Path | None,
+    junit_path: Path | None = None,
     reanalyse: bool = False,
 ) -> ExperimentReport:
     report = load_report(store, experiment_id, reanalyse=reanalyse)
@@ -54,8 +62,26 @@ def emit_reports(
         out, render_markdown(report), experiment_json(report),
         markdown_path=markdown_path, json_path=json_path,
     )  # fmt: skip
+    if junit_path is not None:
+        write_junit(out, store, report, junit_path)
     out.print(f"HTML report: {report.html_path}")
     return report
+
+
+def write_junit(out: Console, store: Store, report: ExperimentReport, path: Path) -> None:
+    """The JUnit XML of ``report`` as its gate judges it, to ``path`` or stdout."""
+    from hairline.web.queries import gate_junit
+
+    write_document(out, gate_junit(store, report.experiment_id), path)
+
+
+def write_document(out: Console, text: str, path: Path) -> None:
+    """A document to ``path`` (whole or not at all) or, for '-', to stdout."""
+    if str(path) == "-":
+        click.echo(text, nl=False)
+    else:
+        write_text_atomic(path, text)
+        out.print(f"wrote {path}")
 
 
 def write_documents(
@@ -180,18 +206,19 @@ def report(
     json_path: Path | None,
     markdown_path: Path | None,
     html_path: Path | None,
+    junit_path: Path | None,
     reanalyse: bool,
 ) -> None:
-    """Report on one experiment (terminal, and --json/--markdown/--html).
+    """Report on one experiment (terminal, and --json/--markdown/--html/--junit).
 
     Exit status as for `hairline run`: 0 no regression, 1 a regression, 2 failed/unfinished.
     """
-    out = console(json_path, markdown_path)
+    out = console(json_path, markdown_path, junit_path)
     store = open_store(db_url, home=home)
     try:
         result = emit_reports(
             store, experiment_id, out, json_path=json_path, markdown_path=markdown_path,
-            html_path=html_path, reanalyse=reanalyse,
+            html_path=html_path, junit_path=junit_path, reanalyse=reanalyse,
         )  # fmt: skip
     finally:
         store.close()

@@ -322,12 +322,13 @@ def _lab_command(kind: str) -> Callable[..., None]:
         json_path: Path | None,
         markdown_path: Path | None,
         html_path: Path | None,
+        junit_path: Path | None,
         suggested_by: str | None = None,
         suggest_profiles: tuple[Path, ...] = (),
         suggest_repo: Path | None = None,
         suggest_base: str | None = None,
     ) -> None:
-        out = console(json_path, markdown_path)
+        out = console(json_path, markdown_path, junit_path)
         config = load_experiment_file(file)
         if priority is not None:
             config = config.model_copy(update={"priority": priority})
@@ -356,6 +357,7 @@ def _lab_command(kind: str) -> Callable[..., None]:
             report = emit_reports(
                 store, experiment_id, out,
                 json_path=json_path, markdown_path=markdown_path, html_path=html_path,
+                junit_path=junit_path,
             )  # fmt: skip
         finally:
             store.close()

@@ -11,7 +11,8 @@ from pathlib import Path
 import click
 
 from hairline.cli._base import EXIT_WAITING, main
-from hairline.cli._options import store_options
+from hairline.cli._options import junit_option, store_options
+from hairline.kit.atomic import write_text_atomic
 from hairline.report.markdown import append_step_summary
 from hairline.store.db import Store, open_store
 from hairline.web.auth import SCOPES, create_token, list_tokens, revoke_token
@@ -21,6 +22,7 @@ from hairline.web.gatewait import (
     api_token,
     exit_status,
     fetch_gate,
+    fetch_junit,
     fetch_markdown,
     wait_for_gate,
 )
@@ -171,6 +173,7 @@ def service_commands(db_url: str | None, home: Path, name: str | None) -> None:
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the Markdown report ('-' for stdout); also appended to "
               "$GITHUB_STEP_SUMMARY when that is set.")  # fmt: skip
+@junit_option
 def gate(
     db_url: str | None,
     home: Path,
@@ -179,6 +182,7 @@ def gate(
     timeout_s: float,
     url: str | None,
     markdown_path: Path | None,
+    junit_path: Path | None,
 ) -> None:
     """The release gate of EXPERIMENT_ID: exit 0 pass, 1 fail (a regression nobody
     ignored), 2 error (failed or cancelled), 3 still pending (with --wait: timed out)."""
@@ -192,10 +196,13 @@ def gate(
         def markdown() -> str:
             return fetch_markdown(url, experiment_id, token_text)
 
+        def junit() -> str:
+            return fetch_junit(url, experiment_id, token_text)
+
     else:
         from hairline.report.experiment import load_report
         from hairline.report.markdown import render_markdown
-        from hairline.web.queries import gate_of
+        from hairline.web.queries import gate_junit, gate_of
 
         local = store = open_store(db_url, home=home)
 
@@ -205,6 +212,9 @@ def gate(
 
         def markdown() -> str:
             return render_markdown(load_report(local, experiment_id))
+
+        def junit() -> str:
+            return gate_junit(local, experiment_id)
 
     def pending(answer: GateAnswer) -> None:
         click.echo(f"pending: {answer.reason}", err=True)
@@ -219,6 +229,12 @@ def gate(
             else:
                 markdown_path.write_text(text)
             append_step_summary(text)
+        if junit_path is not None and answer.answer != "pending":
+            xml = junit()
+            if str(junit_path) == "-":
+                click.echo(xml, nl=False)
+            else:
+                write_text_atomic(junit_path, xml)
     finally:
         if store is not None:
             store.close()

@@ -55,6 +55,7 @@ from hairline.web.queries import (
     ExperimentFilter,
     ExperimentSummary,
     experiment_team,
+    gate_junit,
     gate_of,
     list_experiments,
     service_teams,
@@ -298,6 +299,14 @@ def report_markdown(experiment_id: ExperimentId, request: Request, who: Principa
     _visible(store, who, experiment_id)
     text = render_markdown(load_report(store, experiment_id))
     return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
+
+
+@router.get("/experiments/{experiment_id}/report.xml", response_class=PlainTextResponse)
+def report_junit(experiment_id: ExperimentId, request: Request, who: Principal = Reader) -> Any:
+    """The verdicts as JUnit XML, judged as the gate judges them (report/junit.py)."""
+    store = store_of(request)
+    _visible(store, who, experiment_id)
+    return PlainTextResponse(gate_junit(store, experiment_id), media_type="application/xml")
 
 
 # --- services -------------------------------------------------------------------------

@@ -94,6 +94,11 @@ def fetch_markdown(base_url: str, experiment_id: int, token: str) -> str:
     return _get(url, token)[0].decode()
 
 
+def fetch_junit(base_url: str, experiment_id: int, token: str) -> str:
+    url = f"{base_url.rstrip('/')}/api/v1/experiments/{experiment_id}/report.xml"
+    return _get(url, token)[0].decode()
+
+
 def wait_for_gate(
     ask: Callable[[], GateAnswer],
     *,

@@ -401,3 +401,18 @@ def _counted(
     if not failing and (passes or not inconclusive):
         parts.insert(0, "no regression")
     return "; ".join(parts) + f" (of {deciding} deciding verdict(s))"
+
+
+def gate_junit(store: Store, experiment_id: int) -> str:
+    """The experiment's JUnit XML judged as its gate judges it: the service's policy on
+    inconclusive verdicts, regressions triaged "ignored" skipped (report/junit.py)."""
+    from hairline.report.experiment import load_report
+    from hairline.report.junit import render_junit
+
+    gate = gate_of(store, experiment_id)
+    ignored = {(r.metric, r.candidate) for r in gate.regressions if r.triage == "ignored"}
+    return render_junit(
+        load_report(store, experiment_id),
+        inconclusive_passes=gate.inconclusive_passes,
+        ignored=ignored,
+    )
