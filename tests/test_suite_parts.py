@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import runs_alone, suite_order_key
 
 
@@ -27,3 +29,14 @@ def test_the_folders_that_measure_time_run_alone() -> None:
 def test_the_noisy_session_fixtures_tests_go_last_ray_after_haproxy() -> None:
     quiet, fleet, ray = (suite_order_key(f) for f in ([], ["kraken_fleet"], ["ray_cluster"]))
     assert quiet < fleet < ray
+
+
+def test_every_test_module_has_a_basename_of_its_own() -> None:
+    """pytest imports test modules by basename (rootdir-relative packages are not used here),
+    so two test_x.py in different folders make one of them fail to collect: only the part
+    of the suite that collects both at once notices."""
+    root = Path(__file__).parent
+    seen: dict[str, list[str]] = {}
+    for path in root.rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(root)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
