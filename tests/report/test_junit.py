@@ -13,6 +13,7 @@ from test_bisect_report import FOUND, REVISIONS
 from test_markdown import report
 
 from hairline.lab.bisect import Bisection
+from hairline.report.context import ExperimentReport
 from hairline.report.junit import render_bisection_junit, render_junit
 from hairline.stats.bisection import Finished
 
@@ -74,26 +75,21 @@ def test_an_aa_fails_nothing_and_says_what_a_flag_means(tmp_path: Path) -> None:
     assert out is not None and "a false positive" in (out.text or "")
 
 
+def failed(tmp_path: Path, failure: str) -> ExperimentReport:
+    """An experiment that ended "failed" with ``failure``, and no analysis."""
+    ended = report(tmp_path, cpu_effect=0.0, seed=1)
+    return dataclasses.replace(ended, phase="failed", failure=failure, analysis=None)
+
+
 def test_an_experiment_that_failed_is_one_error_with_its_reason(tmp_path: Path) -> None:
-    failed = dataclasses.replace(
-        report(tmp_path, cpu_effect=0.0, seed=1),
-        phase="failed",
-        failure="arm B did not answer /healthz within 10 s",
-        analysis=None,
-    )
-    found = cases(render_junit(failed))
+    found = cases(render_junit(failed(tmp_path, "arm B did not answer /healthz within 10 s")))
     error = found["experiment"].find("error")
     assert error is not None and error.get("message", "").startswith("arm B did not answer")
 
 
 def test_user_text_is_escaped_not_markup(tmp_path: Path) -> None:
-    failed = dataclasses.replace(
-        report(tmp_path, cpu_effect=0.0, seed=1),
-        phase="failed",
-        failure='<script>alert("x")</script> & "quotes"',
-        analysis=None,
-    )
-    error = cases(render_junit(failed))["experiment"].find("error")
+    ended = failed(tmp_path, '<script>alert("x")</script> & "quotes"')
+    error = cases(render_junit(ended))["experiment"].find("error")
     assert error is not None and error.get("message") == '<script>alert("x")</script> & "quotes"'
 
 

@@ -9,7 +9,13 @@ from rich.table import Table
 
 from hairline.lab.bisect import Bisection, Revision, StepResult
 
-__all__ = ["headline", "print_bisection", "render_bisection_markdown"]
+__all__ = [
+    "headline",
+    "print_bisection",
+    "render_bisection_markdown",
+    "step_effect",
+    "step_interval",
+]
 
 _SHORT = 10
 
@@ -35,11 +41,13 @@ def headline(result: Bisection) -> str:
     return f"{words.get(end.status, end.status)} ({count}; {end.reason})"
 
 
-def _effect(step: StepResult) -> str:
+def step_effect(step: StepResult) -> str:
+    """A step's relative effect, ``+8.00%`` ("" when it has none)."""
     return "" if step.effect_rel is None else f"{step.effect_rel:+.2%}"
 
 
-def _interval(step: StepResult) -> str:
+def step_interval(step: StepResult) -> str:
+    """A step's interval, ``[+6.00%, +10.00%]`` ("" when it has none)."""
     if step.ci_low is None or step.ci_high is None:
         return ""
     return f"[{step.ci_low:+.2%}, {step.ci_high:+.2%}]"
@@ -58,8 +66,8 @@ def print_bisection(result: Bisection, out: Console) -> None:
     for number, step in enumerate(result.steps, 1):
         table.add_row(
             str(number), _what(step), escape(_revision(step.candidate)),
-            step.baseline.commit[:_SHORT], str(step.step.trials), step.outcome, _effect(step),
-            _interval(step), step.threshold_text, str(step.experiment_id),
+            step.baseline.commit[:_SHORT], str(step.step.trials), step.outcome, step_effect(step),
+            step_interval(step), step.threshold_text, str(step.experiment_id),
         )  # fmt: skip
     out.print(table)
     colour = "red" if result.culprit is not None else "yellow"
@@ -87,7 +95,7 @@ def render_bisection_markdown(result: Bisection) -> str:
         cells = [
             str(number), _what(step), f"`{step.candidate.commit[:_SHORT]}` "
             f"{_cell(step.candidate.subject)}", f"`{step.baseline.commit[:_SHORT]}`",
-            str(step.step.trials), step.outcome, _effect(step), _interval(step),
+            str(step.step.trials), step.outcome, step_effect(step), step_interval(step),
             step.threshold_text, str(step.experiment_id),
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")

@@ -25,6 +25,7 @@ from collections.abc import Collection
 
 from hairline.lab.analysis import MetricAnalysis
 from hairline.lab.bisect import Bisection
+from hairline.report.bisect import step_effect, step_interval
 from hairline.report.context import ExperimentReport, effect_text, threshold_text
 
 __all__ = ["render_bisection_junit", "render_junit"]
@@ -138,10 +139,6 @@ def _document(root: ET.Element, suite: ET.Element, counts: dict[str, int], elaps
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None or x != x else f"{x * 100:+.2f}%"
-
-
 def render_bisection_junit(result: Bisection, *, timestamp: str) -> str:
     """The JUnit XML of a bisection (``timestamp``: when it started, ISO 8601)."""
     root = ET.Element("testsuites", name="hairline")
@@ -162,7 +159,7 @@ def render_bisection_junit(result: Bisection, *, timestamp: str) -> str:
         out = ET.SubElement(case, "system-out")
         out.text = (
             f"experiment {step.experiment_id}: {step.outcome}, {result.metric} "
-            f"{_pct(step.effect_rel)} [{_pct(step.ci_low)}, {_pct(step.ci_high)}], threshold "
+            f"{step_effect(step) or 'n/a'} {step_interval(step)}, threshold "
             f"{step.threshold_text}, p {step.p_value if step.p_value is not None else 'n/a'}"
         )
         counts["passed"] += 1
