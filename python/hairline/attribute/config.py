@@ -28,7 +28,7 @@ from hairline.config.tomlcheck import Problems, Report, read_model
 from hairline.kit.atomic import write_text_atomic
 from hairline.lab.files import load_named_experiment
 
-__all__ = ["AttributionSpec", "Factor", "load_attribution_file"]
+__all__ = ["AttributionFile", "AttributionSpec", "Factor", "load_attribution_file"]
 
 _HINT = "fix each line above; `hairline attribute --check FILE` checks without running"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -47,9 +47,14 @@ class FactorTable(TomlModel):
     the load (``load``: a [load] field the level sets)."""
 
     levels: list[Level] = Field(min_length=1)
+    """Two or more levels; the first is the reference."""
     args: list[str] | dict[str, list[str]] | None = None
+    """Words appended to the start command (``{value}`` the level), or a table of words
+    per level (a level not named adds none)."""
     env: dict[str, str] | None = None
+    """Environment variables; ``{value}`` is the level."""
     load: Literal["rate_per_s", "arrival", "duration_s"] | None = None
+    """A load factor: the [load] field the level sets, instead of the service."""
 
 
 class DesignTable(TomlModel):
@@ -58,10 +63,16 @@ class DesignTable(TomlModel):
     run order; how many runs one experiment measures side by side (the hosts it takes)."""
 
     type: Literal["full", "fractional"] = "full"
+    """Every combination, or a fraction of them with ``generators``."""
     generators: list[str] = Field(default_factory=list)
+    """Fractional designs: each generated factor as the product of others, e.g. "cache =
+    cpu*stall*threads"."""
     repetitions: int = Field(default=3, ge=2, le=100)
+    """Runs per treatment (2 or more: intervals resample runs)."""
     seed: int = Field(default=0, ge=0)
+    """The seed of the run order."""
     runs_per_experiment: int = Field(default=2, ge=2, le=64)
+    """Runs measured side by side (the hosts one experiment takes)."""
 
 
 class AnalysisTable(TomlModel):
@@ -69,10 +80,15 @@ class AnalysisTable(TomlModel):
     bootstrap's resamples and confidence, and the quantile whose best treatment is shown."""
 
     quantiles: list[float] = Field(default_factory=lambda: [0.5, 0.9, 0.99, 0.999], min_length=1)
+    """The latency quantiles regressed."""
     interactions: int = Field(default=2, ge=1, le=8)
+    """The highest order of interaction terms (1: main effects only)."""
     bootstrap: int = Field(default=200, ge=20, le=10_000)
+    """Resamples of runs for the intervals."""
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    """The intervals' confidence."""
     best_for: float = Field(default=0.99, gt=0, lt=1)
+    """The quantile whose best treatment is reported."""
 
 
 class TemplateTable(TomlModel):
@@ -81,17 +97,29 @@ class TemplateTable(TomlModel):
     to the service, appended to every run's start command."""
 
     file: str = Field(min_length=1)
+    """The Jinja2 template, relative to this file; ``{{ factor }}`` is a factor's level."""
     name: str = Field(default="attribute.conf", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    """The rendered file's name (one folder per treatment)."""
     args: list[str] = Field(min_length=1)
+    """Words that pass the rendered file's path (``{config_file}``) to the service."""
 
 
-class _AttributionFile(TomlModel):
+class AttributionFile(TomlModel):
+    """An attribution file as written (docs/attribution.md, "The file")."""
+
     experiment: str = Field(min_length=1)
+    """The experiment file whose first arm the factors vary (the service, the trace, the
+    load), relative to this file."""
     template: TemplateTable | None = None
+    """``[template]``: a configuration file rendered per treatment."""
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    """The run's name (default: the file's name)."""
     factors: dict[str, FactorTable] = Field(min_length=1)
+    """``[factors.NAME]``: what is varied."""
     design: DesignTable = Field(default_factory=DesignTable)
+    """``[design]``: the factorial design."""
     analysis: AnalysisTable = Field(default_factory=AnalysisTable)
+    """``[analysis]``: the quantile regression and its bootstrap."""
 
 
 @dataclass(frozen=True)
@@ -253,13 +281,13 @@ def _known_fields(table: tuple[str, ...]) -> list[str]:
         ("design",): DesignTable,
         ("analysis",): AnalysisTable,
     }
-    return list(models.get(table, _AttributionFile).model_fields)
+    return list(models.get(table, AttributionFile).model_fields)
 
 
 def load_attribution_file(path: Path) -> AttributionSpec:
     """Read an attribution file and the experiment file it names; every problem at once."""
     problems = Problems()
-    text, parsed = read_model(path, _AttributionFile, problems, _known_fields, _HINT)
+    text, parsed = read_model(path, AttributionFile, problems, _known_fields, _HINT)
 
     def report(loc: tuple[str, ...], message: str, fix: str) -> None:
         problems.at(path, text, loc, message, fix)
@@ -289,7 +317,7 @@ def load_attribution_file(path: Path) -> AttributionSpec:
     )
 
 
-def _template(here: Path, parsed: _AttributionFile, report: Report) -> tuple[str | None, set[str]]:
+def _template(here: Path, parsed: AttributionFile, report: Report) -> tuple[str | None, set[str]]:
     """The template's text and the variables it uses, every mistake reported."""
     table = parsed.template
     if table is None:
@@ -337,7 +365,7 @@ def _generators(design: DesignTable, report: Report) -> list[Generator]:
 def _treatments(
     factors: tuple[Factor, ...],
     generators: list[Generator],
-    parsed: _AttributionFile,
+    parsed: AttributionFile,
     report: Report,
 ) -> list[Treatment]:
     levels = {f.name: f.levels for f in factors}

@@ -8,7 +8,8 @@ import shlex
 import sys
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from hairline.config.isolation import IsolationConfig
 from hairline.config.policy import (
@@ -42,6 +43,7 @@ __all__ = [
     "ExperimentConfig",
     "MetricConfig",
     "ServiceConfig",
+    "ServiceFile",
     "parse_every_s",
     "start_command",
 ]
@@ -58,8 +60,11 @@ class MetricConfig(TomlModel):
     """``[metrics.NAME]``: the smallest change that matters and which way is worse."""
 
     threshold: str = "1%"
-    # Default: the built-in metric's own direction (BUILTIN_DIRECTIONS), else higher-is-worse.
+    """The smallest change that matters: relative with %, else absolute in the metric's
+    unit ("0.001")."""
     direction: str | None = None
+    """Which way is worse: "higher-is-worse" (or "higher") or "lower-is-worse" (or
+    "lower"); default: the built-in metric's own direction, else higher-is-worse."""
 
     def policy(self, metric: str = "") -> MetricPolicy:
         direction = (
@@ -74,8 +79,11 @@ class BuildConfig(TomlModel):
     """``[service.build]``: a shell command run in a copy of the arm's source tree."""
 
     command: str | None = None
+    """Run with ``sh -c`` in a copy of the arm's tree, with the arm's environment."""
     artifact: str | None = None
+    """What the build produces, relative to the tree; ``{artifact}`` in start points here."""
     timeout_s: float = Field(default=1800.0, gt=0)
+    """A build that runs longer fails."""
 
 
 # Shorter periods would keep the lab busy with A/A runs; ServiceLab runs them every 2 hours.
@@ -103,6 +111,7 @@ class AaConfig(TomlModel):
     results give each metric's false-positive rate and drive adaptive model selection."""
 
     every: str | None = None
+    """The period: a number and m, h or d ("2h"), at least 1m."""
 
     @property
     def every_s(self) -> float | None:
@@ -114,26 +123,57 @@ class ServiceConfig(TomlModel):
     """How to build, start, health-check and measure one program."""
 
     name: str = Field(pattern=NAME_PATTERN)
+    """The service's name: its A/A history, schedules and reports are kept under it."""
     start: str = Field(min_length=1)
+    """The command that starts one arm; placeholders: {port}, {host}, {artifact}, {cpus},
+    {workdir}, {engine}, {arm}, {hairline} (docs/lab.md, "Files")."""
     health: str = "/healthz"
+    """A path that must answer 2xx within ``health_timeout_s`` of the start."""
     health_timeout_s: float = Field(default=30.0, gt=0)
+    """How long the service may take to answer ``health``, in seconds."""
     warm: str | None = None
+    """A path that answers 2xx once the service is warm (the warm-up lasts until it does)."""
     warm_timeout_s: float = Field(default=60.0, gt=0)
+    """How long the warm-up may wait for ``warm``, in seconds."""
     metrics_path: str | None = None
+    """A path that answers Prometheus text, scraped around each batch."""
     counters: list[str] = Field(default_factory=list)
+    """Prometheus counters reported per request (per endpoint if labelled endpoint=)."""
     env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables for the build and the start."""
     build: BuildConfig = Field(default_factory=BuildConfig)
+    """``[service.build]``: how each arm is built."""
     metrics: dict[str, MetricConfig] = Field(default_factory=dict)
+    """``[service.metrics]``: per metric, the threshold and direction."""
     aa: AaConfig = Field(default_factory=AaConfig)
-    # A batch in which an arm answered more than this fraction of requests with errors is
-    # spoiled and run again (the arm is overloaded or broken; its CPU is not comparable).
+    """``[service.aa]``: periodic A/A runs."""
     max_error_rate: float = Field(default=0.01, ge=0, le=1)
-    # Where the service file was read from; start and build paths are relative to it.
-    root: str = "."
-    # [service.isolation]: run each arm in its own network namespace (docs/safety.md).
+    """A batch in which an arm answered more than this fraction of requests with errors
+    is spoiled and run again (the arm is overloaded or broken; its CPU is not comparable)."""
+    root: SkipJsonSchema[str] = "."
+    """Where the service file was read from; start and build paths are relative to it
+    (set by the reader, not written in the file)."""
     isolation: IsolationConfig | None = None
-    # [service.profile]: sample each arm's stacks and compare functions (docs/profiling.md).
+    """``[service.isolation]``: run each arm in its own network namespace (docs/safety.md)."""
     profile: ProfileConfig | None = None
+    """``[service.profile]``: sample each arm's stacks and compare functions
+    (docs/profiling.md)."""
+
+
+class ServiceFile(TomlModel):
+    """A service file with a ``[service]`` table. ``[build]``, ``[metrics]`` and ``[aa]``
+    may stand at the top instead of under ``[service]``; a file without ``[service]`` is
+    the service's table itself. The shape ``config/load.py`` reads, for the file's JSON
+    Schema (docs/schema/service.json)."""
+
+    service: ServiceConfig
+    """``[service]``: how to build, start, health-check and measure the program."""
+    build: BuildConfig | None = None
+    """``[build]``, as ``[service.build]``."""
+    metrics: dict[str, MetricConfig] | None = None
+    """``[metrics]``, as ``[service.metrics]``."""
+    aa: AaConfig | None = None
+    """``[aa]``, as ``[service.aa]``."""
 
 
 class ArmConfig(TomlModel):
@@ -141,37 +181,66 @@ class ArmConfig(TomlModel):
     own start arguments and environment (a configuration change is an arm too)."""
 
     path: str | None = None
+    """The arm's source folder, relative to the experiment file."""
     git: str | None = None
+    """A revision of ``repo`` to build."""
     repo: str | None = None
+    """The git repository of ``git`` (default: the experiment file's folder)."""
     args: list[str] = Field(default_factory=list)
+    """Words appended to the start command."""
     env: dict[str, str] = Field(default_factory=dict)
-    # Hardware mode only: the host class this arm runs on (the arms share one build).
+    """Environment variables for the build and the start (part of the build key)."""
     hosts: HostClassConfig | None = None
-    # The arm this one is compared with (default: the experiment's baseline). A
-    # three-sided experiment (ServiceLab section 3.5) compares the change with its parent
-    # and the parent with production: [arms.change] baseline = "parent".
+    """Hardware mode only: the host class this arm runs on (the arms share one build)."""
     baseline: str | None = None
+    """The arm this one is compared with (default: the experiment's baseline). A
+    three-sided experiment (ServiceLab section 3.5) compares the change with its parent
+    and the parent with production: [arms.change] baseline = "parent"."""
+
+
+def _service_as_written(schema: dict[str, Any]) -> None:
+    """The experiment file's JSON Schema (docs/schema/experiment.json): ``service`` is the
+    service file's path or the table inline, as ``config/load.py`` reads it."""
+    table = schema["properties"]["service"]
+    schema["properties"]["service"] = {
+        "description": table.pop("description", ""),
+        "anyOf": [{"type": "string", "minLength": 1}, table],
+    }
 
 
 class ExperimentConfig(TomlModel):
     """An experiment file, with every path made absolute and the service file read in."""
 
+    model_config = ConfigDict(json_schema_extra=_service_as_written)
+
     service: ServiceConfig
+    """The service: the path of its service file, relative to this file, or its table
+    inline."""
     trace: str
+    """The trace to replay, relative to this file (docs/trace-format.md)."""
     arms: dict[str, ArmConfig]
+    """``[arms.NAME]``: the versions under test, baseline first unless ``baseline`` says."""
     baseline: str | None = None
+    """The arm the others are compared with (default: the first arm)."""
     team: str = Field(default="default", pattern=NAME_PATTERN)
-    # Higher is claimed first; among equal priorities, the team furthest below its quota.
+    """Whose host quota this counts against."""
     priority: int = Field(default=0, ge=-1000, le=1000)
+    """Higher is claimed first; among equal priorities, the team furthest below its quota."""
     load: LoadConfig
+    """``[load]``: the replay's rate and duration per batch."""
     design: DesignConfig = Field(default_factory=DesignConfig)
+    """``[design]``: trials and how arms meet hosts."""
     analysis: AnalysisConfig = Field(default_factory=AnalysisConfig)
+    """``[analysis]``: the model, alpha and correction."""
     hosts: HostsConfig = Field(default_factory=HostsConfig)
+    """``[hosts]``: how alike the machines must be, and pinned hosts."""
     mode: ModeConfig = Field(default_factory=ModeConfig)
-    # [suggest]: the change's endpoints only, in their shares (docs/suggest.md).
+    """``[mode]``: efficiency, hardware or capacity (docs/capacity.md)."""
     suggest: SuggestConfig | None = None
-    # The file this came from (for messages); not part of what the experiment does.
-    source: str = ""
+    """``[suggest]``: the change's endpoints only, in their shares (docs/suggest.md)."""
+    source: SkipJsonSchema[str] = ""
+    """The file this came from (for messages); set by the reader, not part of what the
+    experiment does."""
 
     @model_validator(mode="before")
     @classmethod

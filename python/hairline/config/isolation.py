@@ -58,10 +58,15 @@ class HttpDownstreamConfig(TomlModel):
     answers everything else with the synthetic response below, never forwarding it."""
 
     address: str
+    """The downstream's ``host:port``."""
     forward: list[str] = Field(default_factory=lambda: ["GET", "HEAD"])
+    """What is forwarded: methods ("GET"), or "METHOD /path" for one endpoint."""
     drop_status: int = Field(default=200, ge=200, le=599)
+    """The status of the synthetic answer to a request not forwarded."""
     drop_body: str = "{}"
+    """The body of the synthetic answer."""
     drop_content_type: str = Field(default="application/json", min_length=1)
+    """The Content-Type of the synthetic answer."""
 
     @field_validator("address")
     @classmethod
@@ -89,8 +94,11 @@ class IsolationConfig(TomlModel):
     only ``allow``, its own ``local_ports`` and the ``http`` downstreams (docs/safety.md)."""
 
     allow: list[str] = Field(default_factory=list)
+    """TCP destinations the service may reach, as IPv4 "address:port" (no names)."""
     local_ports: list[int] = Field(default_factory=list)
+    """Ports the service's own processes serve to each other inside the namespace."""
     http: list[HttpDownstreamConfig] = Field(default_factory=list)
+    """``[[service.isolation.http]]``: HTTP downstreams reached through the egress proxy."""
 
     @field_validator("allow")
     @classmethod

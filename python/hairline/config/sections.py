@@ -22,9 +22,10 @@ __all__ = [
 
 
 class TomlModel(BaseModel):
-    """A table of a TOML file: an unknown field is an error, and values never change."""
+    """A table of a TOML file: an unknown field is an error, and values never change. A
+    field's docstring is its description in the file's JSON Schema (docs/schema/)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 # The facts a hardware-mode arm may ask of its host (hosts/similar.py's ARM_FACTS).
@@ -36,10 +37,15 @@ class HostClassConfig(TomlModel):
     arm is (ServiceLab section 2); every fact not named here matches between the arms."""
 
     server_type: str | None = Field(default=None, min_length=1)
+    """The machine type, as the host's facts name it (``hairline lab hosts``)."""
     cpu_arch: str | None = Field(default=None, min_length=1)
+    """The CPU architecture, e.g. "x86_64"."""
     cpu_model: str | None = Field(default=None, min_length=1)
+    """The CPU model, as /proc/cpuinfo names it."""
     kernel: str | None = Field(default=None, min_length=1)
+    """The kernel release, as ``uname -r`` prints it."""
     turbo: Literal["on", "off"] | None = None
+    """Whether the CPU's turbo boost is on."""
 
     def facts(self) -> dict[str, str]:
         """The named facts, by host column name."""
@@ -55,7 +61,10 @@ class HostsConfig(TomlModel):
     their hosts (``[design] name = "pinned"``)."""
 
     max_cov: float | Literal["off"] = 0.05
+    """Avoid a CPU model or kernel whose coefficient of variation in the service's past A/A
+    runs is above this fraction (0.05 for 5%); "off" never avoids."""
     pin: dict[str, list[str]] = Field(default_factory=dict)
+    """Per arm, the hosts (by name) it may run on; the design is then "pinned"."""
 
     @field_validator("max_cov", mode="before")
     @classmethod
@@ -75,13 +84,18 @@ class LoadConfig(TomlModel):
     (docs/lab.md, "Calibrated load")."""
 
     rate_per_s: float | None = Field(default=None, gt=0)
+    """The replay's rate, open loop, both arms in lockstep; leave it out to calibrate it."""
     target_utilization: float = Field(default=0.6, gt=0, le=1)
+    """What calibration aims at: the fraction of the baseline's CPUs kept busy."""
     duration_s: float = Field(gt=0)
+    """How long each batch replays the trace, in seconds."""
     warmup_rate_per_s: float | None = Field(default=None, gt=0)
+    """The warm-up's rate (default: ``rate_per_s``); also where calibration starts."""
     warmup_duration_s: float = Field(default=2.0, ge=0)
-    # The measurement's arrival process: evenly spaced, or Poisson (Treadmill's open loop
-    # with exponential gaps, which queues as real users do).
+    """The warm-up lasts at least this long, and until every warm URL answers 2xx."""
     arrival: Literal["constant", "poisson"] = "constant"
+    """The measurement's arrival process: evenly spaced, or Poisson (Treadmill's open loop
+    with exponential gaps, which queues as real users do)."""
 
 
 class DesignConfig(TomlModel):
@@ -89,17 +103,22 @@ class DesignConfig(TomlModel):
     ``decide_on`` is settled at its threshold, or ``max_trials`` (docs/stats.md,
     "Sequential trials")."""
 
-    # "pinned": each arm stays on its host for every batch, no swap (the host effect is
-    # then part of the difference): only with [hosts] pin, whose clusters passed an A/A.
     name: Literal["fully-balanced", "request-balanced", "pinned"] = "fully-balanced"
+    """How arms meet hosts per trial. "pinned": each arm stays on its host for every batch,
+    no swap (the host effect is then part of the difference): only with [hosts] pin,
+    whose clusters passed an A/A."""
     trials: int | Literal["auto"] = Field(default=7)
+    """Trials to run, 1 to 1000, or "auto": until every ``decide_on`` verdict is settled."""
     max_trials: int = Field(default=15, ge=3, le=1000)
+    """With ``trials = "auto"``: the most trials run."""
     decide_on: list[str] = Field(default_factory=lambda: ["cpu_ns_per_request"], min_length=1)
+    """With ``trials = "auto"``: the metrics whose verdicts must settle."""
     max_batch_attempts: int = Field(default=3, ge=1, le=20)
-    # "efficiency": the arms are builds, compared on alike hosts (swapped between batches).
-    # "hardware": one build; the arms are host classes (``[arms.X] hosts``), each arm stays
-    # on its host and the verdict compares the hardware (ServiceLab section 2).
+    """A spoiled batch is run again this many times at most."""
     mode: Literal["efficiency", "hardware"] = "efficiency"
+    """"efficiency": the arms are builds, compared on alike hosts (swapped between batches).
+    "hardware": one build; the arms are host classes (``[arms.X] hosts``), each arm stays
+    on its host and the verdict compares the hardware (ServiceLab section 2)."""
 
     @field_validator("trials", mode="before")
     @classmethod
@@ -152,21 +171,42 @@ class ModeConfig(TomlModel):
     (``target = "mean"``), then holds it for ``[load] duration_s``."""
 
     name: Literal["efficiency", "hardware", "capacity"] = "efficiency"
+    """What the experiment measures."""
     slo_p99_ms: float | None = Field(default=None, gt=0)
+    """Capacity mode: a rate passes while the p99 latency stays at or below this."""
     max_error_rate: float = Field(default=0.01, ge=0, le=1)
-    # A fraction of the arm's CPU set (1.0: every CPU of the host busy all the time).
+    """Capacity mode: a rate passes while the error rate stays at or below this."""
     max_cpu_utilization: float | None = Field(default=None, gt=0, le=1)
+    """Capacity mode: a rate passes while the arm's CPU set is at most this busy (1.0:
+    every CPU of the host busy all the time)."""
     probe_s: float = Field(default=1.0, gt=0)
+    """Capacity mode: how long each short probe runs, in seconds (shorter than ``[load]
+    duration_s``)."""
     tolerance: float = Field(default=0.02, gt=0, lt=0.5)
+    """Capacity mode: the final bracket's relative width (0.02: the knee to within 2%)."""
     start_rate_per_s: float | None = Field(default=None, gt=0)
+    """Capacity mode: where the search starts (default: ``[load] rate_per_s``, else 100);
+    it doubles from here."""
     max_rate_per_s: float | None = Field(default=None, gt=0)
+    """Capacity mode: no probe goes above this rate."""
     search: Literal["probe", "pid"] = "probe"
+    """Capacity mode: bracket the knee with probes, or drive the rate with a PID
+    controller."""
     target: Literal["p99", "mean"] = "p99"
+    """With ``search = "pid"``: the latency the controller holds at its target."""
     target_latency_ms: float | None = Field(default=None, gt=0)
+    """With ``search = "pid"`` and ``target = "mean"``: the mean latency to hold."""
 
 
 class AnalysisConfig(TomlModel):
+    """``[analysis]``: how the trials are compared (docs/stats.md)."""
+
     model: str = "adaptive"
+    """The statistical model, or "adaptive": chosen per metric from the service's A/A
+    history (``hairline analyze --help`` lists the models)."""
     alpha: float = Field(default=0.05, gt=0, lt=1)
+    """The false-positive rate each verdict allows."""
     correction: Literal["none", "holm", "bh"] = "none"
+    """The correction across metrics: none, Holm, or Benjamini-Hochberg."""
     seed: int = 0
+    """The seed of the analysis's resampling."""

@@ -20,12 +20,13 @@ must not import ``hairline.config`` back); ``TomlModel``'s rules are repeated he
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 __all__ = ["SuggestConfig", "SuggestedEndpoint", "SuggestedFunction", "SuggestedMix", "why_notes"]
 
 
 class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class SuggestedFunction(_Table):
@@ -56,15 +57,27 @@ class SuggestedMix(_Table):
 
 
 class SuggestConfig(_Table):
+    """``[suggest]``: replay only the endpoints a change reaches, in their shares of the
+    modified code's cost (docs/suggest.md)."""
+
     repo: str = "."
+    """The service's git repository, relative to the experiment file."""
     base: str | None = None
+    """The revision the change is compared with (default: the head's parent)."""
     head: str | None = None
+    """The change (or ``hairline run FILE --suggested-by REV``)."""
     profiles: list[str] = Field(default_factory=list)
+    """Production profiles, folded stacks or pprof, merged."""
     endpoint_label: str = Field(default="endpoint", min_length=1)
+    """pprof's sample label naming the endpoint."""
     threshold: str | None = None
+    """Below this share of the profile's cost ("0.1%"), nothing to test (run exits 0)."""
     count: int | None = Field(default=None, ge=1)
-    # Written by `hairline run`, not by hand: the reason the trace holds these endpoints.
-    why: SuggestedMix | None = None
+    """Requests in the re-mixed trace (default: as many as the trace has of those
+    endpoints)."""
+    why: SkipJsonSchema[SuggestedMix | None] = None
+    """Written by ``hairline run``, not by hand: the reason the trace holds these
+    endpoints."""
 
 
 def why_notes(why: SuggestedMix | None) -> tuple[str, ...]:

@@ -17,7 +17,14 @@ from hairline.config.tomlcheck import Problems, Report, read_toml
 from hairline.kraken.control import Policy
 from hairline.kraken.health import HealthMetric, Level, check_health_file
 
-__all__ = ["KrakenTest", "LbTable", "TestTable", "TrafficTable", "load_kraken_file"]
+__all__ = [
+    "KrakenFile",
+    "KrakenTest",
+    "LbTable",
+    "TestTable",
+    "TrafficTable",
+    "load_kraken_file",
+]
 
 _STEP_LEVELS = (Level.BOLD, Level.MODERATE, Level.CAUTIOUS)
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -37,18 +44,32 @@ class TestTable(TomlModel):
     __test__ = False  # not a pytest test class, despite its name
 
     kind: Literal["cluster", "server"] = "cluster"
+    """"cluster": the servers as one; "server": each server's capacity by queueing delay."""
     servers: tuple[str, ...] = Field(min_length=1)
+    """The HAProxy server names under test."""
     control_interval_s: float = Field(default=2.0, gt=0)
+    """A decision (and a weight change) this often, in seconds."""
     sample_interval_s: float = Field(default=0.5, gt=0)
+    """Metrics scraped, and the engine's interval, this often, in seconds."""
     max_duration_s: float = Field(default=300.0, gt=0)
+    """Stop here whatever the metrics say, in seconds."""
     start_share: float | None = Field(default=None, ge=0, le=1)
+    """The share the test starts at (default: the share the original weights give)."""
     hold_intervals: int = Field(default=3, ge=1)
+    """NOMORE this many intervals in a row: capacity reached."""
     max_backoffs: int = Field(default=2, ge=1)
+    """The BACKOFF that makes this many stops the test."""
     steps: dict[str, float] = Field(default_factory=_default_steps)
+    """The share's step per level below NOMORE: BOLD, MODERATE, CAUTIOUS (0.15: 15
+    points)."""
     near_step: float = Field(default=0.01, gt=0, le=1)
+    """The step when any metric is within ``near_fraction`` of its threshold."""
     near_fraction: float = Field(default=0.10, ge=0, lt=1)
+    """How close to its threshold (the low end of NOMORE) a metric is near it."""
     queue_limit_ms: float = Field(default=20.0, gt=0)
+    """Server tests: a server's capacity is where its mean queueing delay crosses this."""
     per_server_capacity_per_s: float | None = Field(default=None, gt=0)
+    """A server's capacity from an earlier server test; cluster tests then skip theirs."""
 
 
 class LbTable(TomlModel):
@@ -56,8 +77,11 @@ class LbTable(TomlModel):
     whose servers' weights the test moves."""
 
     kind: Literal["haproxy"] = "haproxy"
+    """The load balancer: HAProxy, through its runtime API."""
     socket: str | None = Field(default=None, min_length=1)
+    """HAProxy's ``stats socket ... level admin``; ``--local-fleet`` fills it in."""
     backend: str = Field(min_length=1)
+    """The backend whose servers' weights the test moves."""
 
 
 class TrafficTable(TomlModel):
@@ -66,8 +90,12 @@ class TrafficTable(TomlModel):
     sample trace."""
 
     rate_per_s: float = Field(gt=0)
+    """The users' steady traffic, from the engine, in requests a second."""
     trace: str | None = Field(default=None, min_length=1)
+    """The trace the engine replays, relative to this file (default: a generated
+    sample-service trace)."""
     url: str | None = None
+    """HAProxy's frontend, http://HOST:PORT; ``--local-fleet`` fills it in."""
 
     @field_validator("url")
     @classmethod
@@ -79,11 +107,18 @@ class TrafficTable(TomlModel):
         return value
 
 
-class _KrakenFile(TomlModel):
+class KrakenFile(TomlModel):
+    """A Kraken test file as written (docs/kraken.md, "The test file")."""
+
     health: str = Field(min_length=1)
+    """The health metrics' file, relative to this one (docs/kraken.md, "Health
+    metrics")."""
     test: TestTable
+    """``[test]``: the servers under test and how the share moves."""
     lb: LbTable
+    """``[lb]``: the load balancer whose weights move."""
     traffic: TrafficTable
+    """``[traffic]``: the users' steady traffic."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +163,7 @@ def load_kraken_file(path: Path) -> KrakenTest:
         health_path = here / data["health"]
         health = check_health_file(health_path, problems, field="health")
     try:
-        parsed = _KrakenFile.model_validate(data)
+        parsed = KrakenFile.model_validate(data)
     except ValidationError as err:
         problems.validation(path, text, err, _known_fields)
         problems.raise_if_any(path, _HINT)
@@ -232,4 +267,4 @@ def _known_fields(table: tuple[str, ...]) -> list[str]:
         ("lb",): LbTable,
         ("traffic",): TrafficTable,
     }
-    return list(tables.get(table, _KrakenFile).model_fields)
+    return list(tables.get(table, KrakenFile).model_fields)

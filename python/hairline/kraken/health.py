@@ -28,8 +28,10 @@ from hairline.kraken.promql import Expr, parse, parse_duration_s
 
 __all__ = [
     "ENGINE_KEYS",
+    "HealthFile",
     "HealthMetric",
     "Level",
+    "MetricTable",
     "check_health_file",
     "level_of",
     "load_health_file",
@@ -96,16 +98,31 @@ def level_of(metric: HealthMetric, samples: Sequence[float]) -> Level | None:
     return Level.BOLD
 
 
-class _MetricTable(TomlModel):
+class MetricTable(TomlModel):
+    """``[metric.NAME]``: one health metric (docs/kraken.md, "Health metrics")."""
+
     entity: str
+    """Whose value it is: "cluster" (the servers under test as one), "server:NAME" (one
+    server) or "engine" (what the users see through the load balancer)."""
     key: str
+    """For "cluster" and "server:NAME", a query over the servers' /metrics; for "engine",
+    one of p50_ms, p99_ms, p999_ms, error_rate, achieved_rate_per_s."""
     time_window: str | float
+    """How far back the samples that decide the level go: "500ms", "6s", "4m", "1h", or a
+    number of seconds."""
     sample_fraction: float
+    """In [0, 1]: the share of the window's samples that must reach a level for the metric
+    to be at it."""
     level_ranges: dict[str, tuple[float, float]]
+    """The five levels' [low, high) ranges, BOLD, MODERATE, CAUTIOUS, NOMORE and BACKOFF,
+    increasing and contiguous (inf is allowed as BACKOFF's end)."""
 
 
-class _HealthFile(TomlModel):
-    metric: dict[str, _MetricTable]
+class HealthFile(TomlModel):
+    """A Kraken health file: its ``[metric.NAME]`` tables."""
+
+    metric: dict[str, MetricTable]
+    """The health metrics by name."""
 
 
 def load_health_file(path: Path) -> tuple[HealthMetric, ...]:
@@ -130,7 +147,7 @@ def check_health_file(
     if len(problems.items) > before:
         return ()
     try:
-        tables = _HealthFile.model_validate(data).metric
+        tables = HealthFile.model_validate(data).metric
     except ValidationError as err:
         problems.validation(path, text, err, _known_fields)
         # The other checks still run on each table without its bad fields.
@@ -150,23 +167,23 @@ def check_health_file(
     return tuple(metrics)
 
 
-def _without_bad_fields(raw: dict[str, Any]) -> _MetricTable | None:
+def _without_bad_fields(raw: dict[str, Any]) -> MetricTable | None:
     """The table validated without the fields that fail (None if a required one does)."""
     try:
-        return _MetricTable.model_validate(raw)
+        return MetricTable.model_validate(raw)
     except ValidationError as err:
         bad = {item["loc"][0] for item in err.errors() if item["loc"]}
     try:
-        return _MetricTable.model_validate({k: v for k, v in raw.items() if k not in bad})
+        return MetricTable.model_validate({k: v for k, v in raw.items() if k not in bad})
     except ValidationError:
         return None
 
 
 def _known_fields(table: tuple[str, ...]) -> list[str]:
-    return list(_MetricTable.model_fields) if len(table) == 2 else ["metric"]
+    return list(MetricTable.model_fields) if len(table) == 2 else ["metric"]
 
 
-def _metric(name: str, table: _MetricTable, report: Report) -> HealthMetric | None:
+def _metric(name: str, table: MetricTable, report: Report) -> HealthMetric | None:
     """The metric a valid table makes; None after reporting what is wrong with it."""
     loc = ("metric", name)
     ok = True

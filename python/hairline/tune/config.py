@@ -9,11 +9,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
 from jinja2 import meta
-from pydantic import Field
 
 from hairline.config import ExperimentConfig
 from hairline.config.policy import BUILTIN_DIRECTIONS
@@ -31,11 +30,23 @@ from hairline.tune.space import (
     Space,
     Value,
 )
+from hairline.tune.tables import (
+    ApplyTable,
+    ClustersTable,
+    FileTable,
+    LimitTable,
+    ObjectiveTable,
+    ParamTable,
+    SearchTable,
+    TuningFile,
+)
 
 __all__ = [
     "CONFIG_FILE_PLACEHOLDER",
     "ApplyTable",
     "ClustersTable",
+    "LimitTable",
+    "TuningFile",
     "TuningSpec",
     "load_tuning_file",
 ]
@@ -45,83 +56,6 @@ CONFIG_FILE_PLACEHOLDER = "config_file"
 _HINT = "fix each line above; `hairline tune --check FILE` checks without running"
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class ParamTable(TomlModel):
-    """``[params.NAME]``: ``type`` int, float, bool or choice; ``low``/``high`` (int and
-    float, inclusive), ``log`` (searched on a log scale), ``choices``, and ``default``: the
-    production configuration's value, the control of every A/B."""
-
-    type: Literal["int", "float", "bool", "choice"]
-    low: float | None = None
-    high: float | None = None
-    log: bool = False
-    choices: list[str | int | float | bool] | None = None
-    # int only: the values worth trying, ascending (e.g. powers of 2), instead of low..high
-    values: list[int] | None = None
-    default: str | int | float | bool
-
-
-class FileTable(TomlModel):
-    """``[apply.file]``: a Jinja2 template rendered per candidate (``{{ name }}`` is a
-    parameter's value) into a file of this name; ``{config_file}`` in args or env is its path."""
-
-    template: str = Field(min_length=1)
-    name: str = Field(default="tuned.conf", min_length=1)
-
-
-class ApplyTable(TomlModel):
-    """``[apply]``: how a configuration reaches the service: words appended to the start
-    command (``{name}`` is a parameter's value), flags present when a boolean parameter is
-    true, environment variables, and a rendered configuration file."""
-
-    args: list[str] = Field(default_factory=list)
-    flags: dict[str, str] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-    file: FileTable | None = None
-
-
-class ObjectiveTable(TomlModel):
-    """``[objective]``: the metric of the A/B whose relative effect is maximised in its
-    better direction (the metric's own unless ``direction`` says "higher" or "lower" is
-    better)."""
-
-    metric: str = Field(min_length=1)
-    direction: Literal["higher", "lower"] | None = None
-
-
-class SearchTable(TomlModel):
-    searcher: str = "bo"
-    evaluations: int | None = Field(default=None, ge=1, le=1000)
-    batch_size: int = Field(default=1, ge=1, le=64)
-    seed: int = Field(default=0, ge=0)
-    shared_control: bool = False
-    options: dict[str, Any] = Field(default_factory=dict)
-
-
-class LimitTable(TomlModel):
-    """A constraint on the candidate's mean of a metric (in the metric's unit)."""
-
-    max: float | None = None
-    min: float | None = None
-
-
-class ClustersTable(TomlModel):
-    """``[clusters]``: test and control clusters of ``size`` hosts each (Ray backend),
-    cleared by an A/A between them before tuning starts (HHVM section 5.1)."""
-
-    size: int = Field(ge=1, le=1000)
-
-
-class _TuningFile(TomlModel):
-    experiment: str = Field(min_length=1)
-    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
-    objective: ObjectiveTable
-    search: SearchTable = Field(default_factory=SearchTable)
-    apply: ApplyTable = Field(default_factory=ApplyTable)
-    params: dict[str, ParamTable] = Field(min_length=1)
-    constraints: dict[str, LimitTable] = Field(default_factory=dict)
-    clusters: ClustersTable | None = None
 
 
 @dataclass(frozen=True)
@@ -280,7 +214,7 @@ def _default_of(param: Param, table: ParamTable) -> Value:
 
 def _known_fields(table: tuple[str, ...]) -> list[str]:
     models: dict[tuple[str, ...], type[TomlModel]] = {
-        (): _TuningFile,
+        (): TuningFile,
         ("objective",): ObjectiveTable,
         ("search",): SearchTable,
         ("apply",): ApplyTable,
@@ -291,13 +225,13 @@ def _known_fields(table: tuple[str, ...]) -> list[str]:
         return list(ParamTable.model_fields)
     if len(table) == 2 and table[0] == "constraints":
         return list(LimitTable.model_fields)
-    return list(models.get(table, _TuningFile).model_fields)
+    return list(models.get(table, TuningFile).model_fields)
 
 
 def load_tuning_file(path: Path) -> TuningSpec:
     """Read a tuning file and the experiment file it names; every problem at once."""
     problems = Problems()
-    text, parsed = read_model(path, _TuningFile, problems, _known_fields, _HINT)
+    text, parsed = read_model(path, TuningFile, problems, _known_fields, _HINT)
 
     def report(loc: tuple[str, ...], message: str, fix: str) -> None:
         problems.at(path, text, loc, message, fix)
