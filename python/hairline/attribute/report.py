@@ -9,13 +9,14 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from typing_extensions import TypedDict
 
 from hairline import __version__
 from hairline.attribute.model import Attribution, Effect
+from hairline.kit.jsonout import documented
 from hairline.report.html.charts import (
     arm_colours,
     axes_with_zero,
@@ -29,6 +30,7 @@ from hairline.report.html.charts import (
 from hairline.report.html.page import REPORT_CSS
 
 __all__ = [
+    "AttributionJson",
     "AttributionReport",
     "attribution_json",
     "effects_svg",
@@ -140,7 +142,66 @@ def render_attribution_markdown(report: AttributionReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def attribution_json(report: AttributionReport) -> dict[str, Any]:
+@documented
+class EffectJson(TypedDict):
+    """One term's effect on a quantile."""
+
+    term: str
+    """A factor, or an interaction of factors ("cpu:stall")."""
+    estimate_us: float
+    """Its coefficient on the quantile, in µs (a two-level factor: from its first level to
+    its second, averaged over the others)."""
+    low_us: float
+    """The effect's interval (the clustered bootstrap over runs)."""
+    high_us: float
+    share: float
+    """Its part of the variance of the fitted quantile."""
+    excludes_zero: bool
+    """Whether the interval excludes 0."""
+
+
+@documented
+class QuantileJson(TypedDict):
+    """One latency quantile's regression on the factors."""
+
+    quantile: float
+    intercept_us: float
+    """The quantile at the reference levels' average, in µs."""
+    effects: list[EffectJson]
+
+
+@documented
+class BestTreatmentJson(TypedDict):
+    """The level combination with the lowest predicted ``quantile``."""
+
+    quantile: float
+    levels: dict[str, str]
+    """Each factor's level."""
+    predicted_us: float
+
+
+@documented
+class AttributionJson(TypedDict):
+    """An attribution run's result (``hairline attribute --json``, and report.json in its
+    folder; docs/attribution.md)."""
+
+    name: str
+    service: str
+    factors: dict[str, list[str]]
+    """Each factor's levels, the reference first."""
+    runs: int
+    requests: int
+    bootstrap: int
+    """Resamples of runs behind each interval."""
+    confidence: float
+    experiments: list[int]
+    """The experiments that measured the runs."""
+    quantiles: list[QuantileJson]
+    best: BestTreatmentJson
+    warnings: list[str]
+
+
+def attribution_json(report: AttributionReport) -> AttributionJson:
     a = report.attribution
     levels, value = a.best(report.best_for)
     return {

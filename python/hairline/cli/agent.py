@@ -30,6 +30,8 @@ from hairline.cli._options import db_option
 from hairline.errors import ConfigError, NodeLost
 from hairline.hosts.agent import (
     AgentSpec,
+    AgentStartedJson,
+    AgentStoppedJson,
     local_ip_towards,
     parse_cpu_list,
     server_type,
@@ -218,7 +220,7 @@ def _print_started(
     foreground: bool,
 ) -> None:
     if as_json:
-        document = {
+        document: AgentStartedJson = {
             "name": spec.name,
             "head": head,
             "address": state.head_address,
@@ -308,8 +310,9 @@ def _leave(
             problem = f"hosts not disabled ({err}); a processor marks them unhealthy on use"
     _stop(node, spec)
     if as_json:
-        click.echo(json.dumps({"name": spec.name, "stopped": True, "disabled": disabled,
-                               "warning": problem}))  # fmt: skip
+        left: AgentStoppedJson = {"name": spec.name, "stopped": True, "disabled": disabled,
+                                  "warning": problem}  # fmt: skip
+        click.echo(json.dumps(left))
         return
     if problem:
         out.print(f"[yellow]warning[/]: {problem}")
@@ -374,7 +377,8 @@ def stop(
     stopped = stop_node(state)
     state.forget(home)
     if as_json:
-        click.echo(json.dumps({"name": state.name, "stopped": stopped, "disabled": disabled}))
+        done: AgentStoppedJson = {"name": state.name, "stopped": stopped, "disabled": disabled}
+        click.echo(json.dumps(done))
         return
     out = console()
     out.print(

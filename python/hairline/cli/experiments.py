@@ -17,7 +17,7 @@ from rich.table import Table
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.cli._options import esc, report_options, store_options
 from hairline.kit.atomic import write_text_atomic
-from hairline.kit.jsonout import write_json
+from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.queue import request_cancel
 from hairline.lab.status import artifacts_dir, experiment_rows, phase_of
 from hairline.report.context import ExperimentReport, experiment_json
@@ -106,7 +106,7 @@ def write_documents(
         out.print(f"appended the {what} to {summary}")
     if json_path is not None:
         if str(json_path) == "-":
-            click.echo(json.dumps(payload, indent=2, default=str))
+            click.echo(json.dumps(to_jsonable(payload), indent=2, default=str))
         else:
             write_json(json_path, payload)
             out.print(f"wrote {json_path}")

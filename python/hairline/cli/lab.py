@@ -23,7 +23,8 @@ from hairline.cli._options import (
 )
 from hairline.cli._waiting import Patience, ProgressOut, duration_text
 from hairline.hosts.factors import DEFAULT_MIN_RUNS, FactorAnalysis, factor_analysis
-from hairline.hosts.inventory import ensure_local_hosts, inventory
+from hairline.hosts.inventory import ensure_local_hosts
+from hairline.hosts.listing import HostsJson, inventory
 from hairline.hosts.quotas import region_quotas, set_quota
 from hairline.hosts.runs import DEFAULT_METRIC
 from hairline.kit import interrupts
@@ -77,7 +78,8 @@ def process(
     store = open_store(db_url, home=home)
     owner = new_owner("lab")
     if shown.json:
-        shown.emit("processor", owner=owner, db=store.shown_url)
+        shown.emit({"event": "processor", "t": shown.now(), "owner": owner,
+                    "db": store.shown_url})  # fmt: skip
     else:
         out.print(f"processor {owner} on {esc(store.shown_url)}")
     steps = 0  # trials ended and experiments finished: each restarts the wait
@@ -115,7 +117,8 @@ def process(
                 else:
                     steps += 1
                     shown_waits.pop(experiment_id, None)
-                    shown.emit("outcome", experiment=experiment_id, outcome=outcome)
+                    shown.emit({"event": "outcome", "t": shown.now(),
+                                "experiment": experiment_id, "outcome": outcome})  # fmt: skip
                     if not shown.json:
                         out.print(f"#{experiment_id}: {outcome}")
                 continue
@@ -131,7 +134,7 @@ def process(
             waited.clear()
             time.sleep(poll_s)
     except _Shutdown:
-        shown.emit("stopping")
+        shown.emit({"event": "stopping", "t": shown.now()})
         out.print("stopping: arms stopped; held experiments will be taken over")
     finally:
         store.close()
@@ -155,9 +158,9 @@ def _give_up(
     experiment_ids: list[int], patience: Patience, now: float, out: Console, shown: ProgressOut
 ) -> NoReturn:
     waited = duration_text(patience.waited_s(now))
-    shown.emit("gave_up", experiments=experiment_ids, reason=patience.reason,
-               waited_s=round(patience.waited_s(now), 1), wait_s=patience.limit_s,
-               exit_status=EXIT_WAITING)  # fmt: skip
+    shown.emit({"event": "gave_up", "t": shown.now(), "experiments": experiment_ids,
+                "reason": patience.reason, "waited_s": round(patience.waited_s(now), 1),
+                "wait_s": patience.limit_s, "exit_status": EXIT_WAITING})  # fmt: skip
     listed = ", ".join(f"#{e}" for e in experiment_ids)
     out.print(
         f"[bold yellow]gave up[/] after waiting {waited} with no trial ending: {listed} "
@@ -202,8 +205,9 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
     finally:
         store.close()
     if as_json:
-        click.echo(json.dumps({"hosts": rows, "engine_cpus": layout.engine_cpus,
-                               "quotas": quotas, "region_quotas": regional}, indent=2))  # fmt: skip
+        listed: HostsJson = {"hosts": rows, "engine_cpus": layout.engine_cpus,
+                             "quotas": quotas, "region_quotas": regional}  # fmt: skip
+        click.echo(json.dumps(listed, indent=2))
         return
     table = Table(title=f"hosts (engine on CPUs {list(layout.engine_cpus) or 'shared'})")
     for col in ("name", "backend", "region", "server type", "arch", "cpu model", "kernel",

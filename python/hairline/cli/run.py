@@ -160,7 +160,8 @@ def execute(
         f"experiment [bold]{experiment_id}[/] ({what} of {esc(config.service.name)}) queued "
         f"in {esc(store.shown_url)}"
     )
-    shown.emit("queued", experiment=experiment_id, kind=kind, service=config.service.name)
+    shown.emit({"event": "queued", "t": shown.now(), "experiment": experiment_id,
+                "kind": kind, "service": config.service.name})  # fmt: skip
     take_to_end(
         store, experiment_id, config, no_process=no_process, no_wait=no_wait, lease_s=lease_s,
         cpus_per_host=cpus_per_host, out=out, backend=backend, wait_s=wait_s, progress=shown,
@@ -227,17 +228,18 @@ class _Hooks:
         self.shown.waiting(note, experiment=experiment)
 
     def followed(self, where: Standing, *, experiment: int) -> None:
-        self.shown.emit("progress", experiment=experiment, phase=where.phase,
-                        progress=where.progress)  # fmt: skip
+        self.shown.emit({"event": "progress", "t": self.shown.now(), "experiment": experiment,
+                         "phase": where.phase, "progress": where.progress})  # fmt: skip
         if not self.shown.json and not where.waiting:
             self.out.print(f"[dim]{esc(where.phase)}: {esc(where.progress)}[/]")
 
 
 def _give_up(outcome: Outcome, out: Console, shown: ProgressOut, finish_with: str) -> NoReturn:
     experiment_id = outcome.experiment_id
-    shown.emit("gave_up", experiment=experiment_id, reason=outcome.reason,
-               waited_s=round(outcome.waited_s, 1), wait_s=outcome.limit_s, command=finish_with,
-               exit_status=EXIT_WAITING)  # fmt: skip
+    shown.emit({"event": "gave_up", "t": shown.now(), "experiment": experiment_id,
+                "reason": outcome.reason, "waited_s": round(outcome.waited_s, 1),
+                "wait_s": outcome.limit_s, "command": finish_with,
+                "exit_status": EXIT_WAITING})  # fmt: skip
     out.print(
         f"[bold yellow]gave up[/] after waiting {duration_text(outcome.waited_s)} "
         f"({esc(outcome.reason)}): experiment {experiment_id} stays queued, held by no "

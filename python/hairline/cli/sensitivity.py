@@ -20,9 +20,14 @@ from hairline.cli._base import EXIT_OK, console, main
 from hairline.cli._options import chosen_backend, store_options
 from hairline.cli.run import execute
 from hairline.errors import ConfigError
-from hairline.kit.jsonout import write_json
+from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.files import load_experiment_file
-from hairline.lab.sensitivity import SensitivityReport, aa_trials_of, sensitivity_from_aa
+from hairline.lab.sensitivity import (
+    SensitivityJson,
+    SensitivityReport,
+    aa_trials_of,
+    sensitivity_from_aa,
+)
 from hairline.store.db import open_store
 
 __all__ = ["sensitivity"]
@@ -128,9 +133,9 @@ def sensitivity(
         "(the Ray backend) are not offered yet.[/]"
     )
     if json_path is not None:
-        payload = {"experiment_id": experiment_id, **report.to_json()}
+        payload: SensitivityJson = {"experiment_id": experiment_id, **report.to_json()}
         if str(json_path) == "-":
-            click.echo(json.dumps(payload, indent=2))
+            click.echo(json.dumps(to_jsonable(payload), indent=2))
         else:
             write_json(json_path, payload)
     sys.exit(EXIT_OK)

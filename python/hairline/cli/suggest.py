@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
@@ -22,7 +21,9 @@ from hairline.cli._options import esc
 from hairline.errors import ConfigError
 from hairline.lab.files import load_experiment_file
 from hairline.suggest.plan import (
+    ChosenSuggestionJson,
     Suggestion,
+    SuggestionsJson,
     hours_per_test,
     read_profiles,
     suggest,
@@ -224,20 +225,16 @@ def suggest_command(
             per_test_h=per_test_h,
         )
     )
-    rows: list[dict[str, Any]] = [
+    rows: list[ChosenSuggestionJson] = [
         {**suggestion_json(s), "chosen": i in chosen} for i, s in enumerate(found)
     ]
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "budget_machine_hours": budget_machine_hours,
-                    "hours_per_test": per_test_h,
-                    "diffs": rows,
-                },
-                indent=2,
-            )
-        )
+        ranked: SuggestionsJson = {
+            "budget_machine_hours": budget_machine_hours,
+            "hours_per_test": per_test_h,
+            "diffs": rows,
+        }
+        click.echo(json.dumps(ranked, indent=2))
         return
     table = Table(
         title=f"{len(chosen)} of {len(found)} diffs fit {budget_machine_hours:g} "

@@ -7,7 +7,6 @@ stdout, for scripts. docs/traffic.md is the guide.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from hairline.trace.format import (
 from hairline.trace.importers import FORMATS, ImportOptions, import_files, parse_status_filter
 from hairline.trace.labels import Labeller, parse_label_rules
 from hairline.trace.shape import (
+    MixGroup,
     bernoulli_sample,
     derived_header,
     filter_endpoints,
@@ -41,6 +41,12 @@ from hairline.trace.shape import (
     reservoir_sample,
 )
 from hairline.trace.stats import TraceStats, trace_stats
+from hairline.trace.summaries import (
+    TraceFilterJson,
+    TraceImportJson,
+    TraceSampleJson,
+    TraceStatsJson,
+)
 
 __all__ = ["trace"]
 
@@ -189,7 +195,7 @@ def import_(
     }
     write_trace(output, header, report.requests)
     kept = report.requests
-    summary = {
+    summary: TraceImportJson = {
         "output": str(output),
         "format": report.format,
         "files": [str(f) for f in files],
@@ -311,15 +317,16 @@ def stats_(file: Path, bucket_s: float | None, top: int, json_path: Path | None)
     # Built only when asked for: with a label per request it is most of the work.
     # Its fields as they are: _emit makes the payload plain once (twice was 3 s more of 8 s
     # for a trace with 70,000 labels).
-    fields = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)}
-    payload = {"trace": str(file), **fields} if json_path is not None else None
+    s = stats
+    payload: TraceStatsJson | None = None if json_path is None else {
+        "trace": str(file), "request_count": s.request_count,
+        "endpoint_count": s.endpoint_count, "timed_count": s.timed_count,
+        "duration_s": s.duration_s, "mean_rate_per_s": s.mean_rate_per_s,
+        "backwards_count": s.backwards_count, "first_ts_us": s.first_ts_us,
+        "bucket_s": s.bucket_s, "peak_rate_per_s": s.peak_rate_per_s, "methods": s.methods,
+        "body": s.body, "endpoints": s.endpoints, "rate": s.rate,
+    }  # fmt: skip
     _emit(json_path, payload, lambda out: _print_stats(stats, file, out, top=top))
-
-
-def _asdict(obj: Any) -> dict[str, Any]:
-    result = to_jsonable(obj)
-    assert isinstance(result, dict)
-    return result
 
 
 @trace.command("filter")
@@ -371,16 +378,16 @@ def filter_(
     parsed = read_trace(file)
     kept = filter_endpoints(parsed.requests, endpoints)
     step: dict[str, Json] = {"op": "filter", "endpoint": list(endpoints)}
-    groups: list[dict[str, Any]] = []
+    groups: list[MixGroup] = []
     passes = 1
     if weights or count is not None:
         result = mix_trace(kept, weights, count=count, rng=np.random.default_rng(seed))
         kept = result.requests
         passes = result.passes
-        groups = [_asdict(g) for g in result.groups]
+        groups = list(result.groups)
         step.update(mix=list(mixes), count=count, seed=seed)
     write_trace(output, derived_header(parsed.header, step), kept)
-    summary = {
+    summary: TraceFilterJson = {
         "input": str(file),
         "output": str(output),
         "input_requests": len(parsed.requests),
@@ -401,12 +408,12 @@ def filter_(
                 table.add_column(name, justify="left" if name == "label" else "right")
             for g in groups:
                 table.add_row(
-                    g["pattern"],
-                    f"{g['weight']:g}",
-                    f"{g['available']:,}",
-                    f"{g['chosen']:,}",
-                    f"{g['share']:.2%}",
-                    str(g["max_copies"]),
+                    g.pattern,
+                    f"{g.weight:g}",
+                    f"{g.available:,}",
+                    f"{g.chosen:,}",
+                    f"{g.share:.2%}",
+                    str(g.max_copies),
                 )
             out.print(table)
         else:
@@ -467,15 +474,15 @@ def sample_(
         result = bernoulli_sample(parsed.requests, fraction, rng=rng)
         step.update(fraction=fraction)
     write_trace(output, derived_header(parsed.header, step), result.requests)
-    summary = {
-        "input": str(file),
-        "output": str(output),
-        "input_requests": result.total,
-        "requests": len(result.requests),
-        "intervals": result.intervals,
-        "full_intervals": result.full_intervals,
-        **{k: v for k, v in step.items() if k != "op"},
-    }
+    summary: TraceSampleJson = {
+        "input": str(file), "output": str(output), "input_requests": result.total,
+        "requests": len(result.requests), "intervals": result.intervals,
+        "full_intervals": result.full_intervals, "seed": seed,
+    }  # fmt: skip
+    if reservoir_text is not None:
+        summary["reservoir"], summary["per_endpoint"] = reservoir.text, per_endpoint
+    elif fraction is not None:
+        summary["fraction"] = fraction
 
     def show(out: Console) -> None:
         share = len(result.requests) / result.total if result.total else 0.0

@@ -31,6 +31,7 @@ from hairline.cli.experiments import write_documents
 from hairline.cli.run import take_to_end
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError
+from hairline.kit.jsonout import to_jsonable
 from hairline.lab.queue import enqueue
 from hairline.store.db import Store, open_store
 from hairline.tune import runs
@@ -230,7 +231,7 @@ def tuning_list(service: str | None, as_json: bool, db_url: str | None, home: Pa
     finally:
         store.close()
     if as_json:
-        click.echo(json.dumps([r.as_json() for r in results], indent=2))
+        click.echo(json.dumps(to_jsonable([r.as_json() for r in results]), indent=2))
         return
     out = console(None, None)
     if not results:

@@ -74,7 +74,7 @@ def token_list(db_url: str | None, home: Path, as_json: bool) -> None:
     for row in rows:
         state = "revoked" if row["revoked"] else "live"
         used = row["last_used_at"]
-        last = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(used))) if used else "never"  # type: ignore[arg-type]
+        last = time.strftime("%Y-%m-%d %H:%M", time.localtime(used)) if used else "never"
         click.echo(f"{row['name']}\tteam {row['team']}\t{row['scope']}\t{state}\tused {last}")
 
 

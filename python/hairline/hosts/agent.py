@@ -28,15 +28,22 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NotRequired
+
+from typing_extensions import TypedDict
 
 from hairline.errors import ConfigError
 from hairline.hosts.facts import HostFacts
 from hairline.kit import cpulist
+from hairline.kit.jsonout import documented
 from hairline.kit.secretfiles import check_private
 
 __all__ = [
     "RAY_WORKER_PORTS",
+    "AgentHostJson",
     "AgentSpec",
+    "AgentStartedJson",
+    "AgentStoppedJson",
     "host_names",
     "label_value",
     "local_ip_towards",
@@ -51,6 +58,52 @@ __all__ = [
 _LABEL_PREFIX = "hairline/"
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
 _RESOURCE_NAME = re.compile(r"[^A-Za-z0-9_]+")
+
+
+@documented
+class AgentHostJson(TypedDict):
+    """A host the agent registered."""
+
+    name: str
+    id: int
+    cpus: list[int]
+    revived: bool
+    """Whether it had been unhealthy."""
+
+
+@documented
+class AgentStartedJson(TypedDict):
+    """A started agent (``hairline agent start --json``; one line with --foreground;
+    docs/scale-out.md)."""
+
+    name: str
+    head: bool
+    """Whether this node is the Ray head."""
+    address: str
+    """The head's address."""
+    node_ip: str
+    pid: int
+    """The Ray node's process."""
+    log: str
+    housekeeping_cpus: list[int]
+    """The CPUs Ray's daemons run on."""
+    hosts: list[AgentHostJson]
+    warning: str | None
+    foreground: bool
+
+
+@documented
+class AgentStoppedJson(TypedDict):
+    """A stopped agent (``hairline agent stop --json``, and the line a foreground agent
+    prints when asked to leave)."""
+
+    name: str
+    stopped: bool
+    """Whether its Ray node was running and was stopped."""
+    disabled: list[str]
+    """The hosts disabled in the inventory."""
+    warning: NotRequired[str | None]
+    """A foreground agent's: what could not be done."""
 
 
 def parse_cpu_list(text: str, *, flag: str) -> tuple[int, ...]:

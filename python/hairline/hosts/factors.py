@@ -35,6 +35,7 @@ import numpy as np
 
 from hairline.errors import DataError
 from hairline.hosts.runs import DEFAULT_METRIC, FACTORS, UNKNOWN, RunValue, load_runs, normalised
+from hairline.kit.jsonout import documented
 from hairline.store.db import Store
 
 __all__ = [
@@ -58,26 +59,34 @@ DEFAULT_MIN_RUNS = 10
 MAX_SUBSET = 3
 
 
+@documented
 @dataclass(frozen=True)
 class FactorEffect:
     """One factor in the fit with all factors (type II ANOVA), and alone."""
 
     factor: str
     levels: int
-    sum_sq: float  # what it explains beyond every other factor
-    share: float  # sum_sq as a fraction of the total sum of squares
+    sum_sq: float
+    """What it explains beyond every other factor."""
+    share: float
+    """``sum_sq`` as a fraction of the total sum of squares."""
     f_value: float
     p_value: float
-    r2_alone: float  # R² of a fit on this factor alone
+    r2_alone: float
+    """R² of a fit on this factor alone."""
 
 
+@documented
 @dataclass(frozen=True)
 class Subset:
+    """The best subset of factors of one size."""
+
     factors: tuple[str, ...]
     r2: float
     r2_adj: float
 
 
+@documented
 @dataclass(frozen=True)
 class FactCoV:
     """The spread of the normalised runs on hosts with one value of one fact."""
@@ -88,22 +97,34 @@ class FactCoV:
     experiments: int
     mean: float
     sd: float
-    cov: float  # sd / mean
+    cov: float
+    """sd / mean."""
 
 
+@documented
 @dataclass(frozen=True)
 class FactorAnalysis:
+    """Which host facts explain a metric's variance over the stored runs
+    (``hairline lab factors --json``; docs/hosts.md)."""
+
     metric: str
     runs: int
     experiments: int
-    factors: tuple[str, ...]  # those that vary, in the fit
-    r2: float  # with all factors: the upper bound
+    factors: tuple[str, ...]
+    """The facts that vary, in the fit."""
+    r2: float
+    """R² with all factors: the upper bound."""
     r2_adj: float
-    effects: tuple[FactorEffect, ...]  # best alone first
-    best: tuple[Subset, ...]  # the best subset of each size, 1 up to 3
-    cov: tuple[FactCoV, ...]  # noisiest first within each fact
-    cov_p50: dict[str, float]  # per fact, the median CoV of its values
-    cov_kinds: tuple[str, ...]  # the experiment kinds the CoV comes from
+    effects: tuple[FactorEffect, ...]
+    """Best alone first."""
+    best: tuple[Subset, ...]
+    """The best subset of each size, 1 up to 3."""
+    cov: tuple[FactCoV, ...]
+    """Noisiest first within each fact."""
+    cov_p50: dict[str, float]
+    """Per fact, the median CoV of its values."""
+    cov_kinds: tuple[str, ...]
+    """The experiment kinds the CoV comes from."""
     notes: tuple[str, ...]
 
 

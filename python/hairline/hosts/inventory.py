@@ -71,7 +71,7 @@ from hairline.hosts.similar import (
 )
 from hairline.kit.cpulist import parse_cpu_list
 from hairline.store.db import Store
-from hairline.store.models import Host, Quota
+from hairline.store.models import Host
 
 __all__ = [
     "LOCAL_BACKEND",
@@ -81,7 +81,6 @@ __all__ = [
     "allocate",
     "ensure_local_hosts",
     "held_hosts",
-    "inventory",
     "local_layout",
     "parse_cpus",
     "release_hosts",
@@ -442,31 +441,3 @@ def held_hosts(store: Store) -> list[tuple[str, int]]:
             select(Host.name, Host.experiment_id).where(Host.experiment_id.is_not(None))
         ).all()
         return [(name, int(eid)) for name, eid in rows if eid is not None]
-
-
-def inventory(store: Store) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Every host with its class, health, facts and allocation, and every team's quota."""
-    with store.transaction() as session:
-        rows = [
-            {
-                "name": h.name,
-                "backend": h.backend,
-                "address": h.address,
-                "cpus": h.cpus,
-                "enabled": h.enabled,
-                "healthy": h.healthy,
-                "health_note": h.health_note,
-                "region": h.region,
-                "server_type": h.server_type,
-                "cpu_arch": h.cpu_arch,
-                "cpu_model": h.cpu_model,
-                "kernel": h.kernel,
-                "turbo": h.turbo,
-                "experiment": h.experiment_id,
-                "team": h.team,
-                "facts": json.loads(h.facts or "{}"),
-            }
-            for h in session.scalars(select(Host).order_by(Host.id))
-        ]
-        quotas = {q.team: q.max_hosts for q in session.scalars(select(Quota))}
-    return rows, quotas

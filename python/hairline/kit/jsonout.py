@@ -1,4 +1,9 @@
-"""Every result can be had as JSON: dataclasses, numpy values and tuples, made plain."""
+"""Every result can be had as JSON: dataclasses, numpy values and tuples, made plain.
+
+A JSON document hairline writes is typed (a TypedDict, or the dataclass it is made of) so
+that its JSON Schema is generated from the type (hairline/schema, docs/schema/); such a type
+is :data:`documented`, and its fields' docstrings become the schema's descriptions.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,42 @@ import dataclasses
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler, with_config
+from pydantic_core import CoreSchema, core_schema
 
 from hairline.kit.atomic import atomic_path
 
-__all__ = ["to_jsonable", "write_json"]
+__all__ = ["ArrayJson", "documented", "to_jsonable", "write_json"]
+
+#: A class decorator for a TypedDict or dataclass that types a JSON document: pydantic reads
+#: its fields' docstrings as their descriptions. (TypedDicts that pydantic reads must come
+#: from typing_extensions on Python 3.11.)
+documented = with_config(ConfigDict(use_attribute_docstrings=True))
+
+
+@dataclass(frozen=True)
+class ArrayJson:
+    """``Annotated[NDArray[...], ArrayJson("number")]``: a numpy array field, which
+    :func:`to_jsonable` writes as a list of numbers ("number", NaN as null) or of
+    "integer"s; pydantic knows no numpy, so this tells it the field's JSON Schema."""
+
+    items: str
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return core_schema.any_schema()
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> dict[str, Any]:
+        item = ["number", "null"] if self.items == "number" else self.items
+        return {"type": "array", "items": {"type": item}}
 
 
 # Returned as they are, checked first: most of a large result's values (a trace's stats hold

@@ -17,8 +17,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from typing_extensions import TypedDict
 
-from hairline.kit.jsonout import to_jsonable, write_json
+from hairline.kit.jsonout import documented, to_jsonable, write_json
 from hairline.kraken.results import (
     COMPONENTS,
     SERVICE_COMPONENTS,
@@ -30,6 +31,7 @@ from hairline.kraken.results import (
 )
 
 __all__ = [
+    "KrakenJson",
     "bottleneck_text",
     "print_summary",
     "progress_line",
@@ -57,11 +59,47 @@ def progress_line(phase: str, step: Step) -> str:
     )
 
 
+@documented
+class KrakenJson(TypedDict):
+    """A Kraken run (``hairline kraken --json``; docs/kraken.md, "Results")."""
+
+    kraken: int
+    """The document's version."""
+    file: str
+    """The test file."""
+    kind: str
+    """"cluster" or "server"."""
+    found: bool
+    """Finished, with a capacity: exit status 0."""
+    aborted: bool
+    stopped_by: str
+    """Why the test stopped, in words."""
+    stop_metric: str | None
+    """The health metric that stopped it."""
+    measured_capacity_per_s: float | None
+    """A cluster test: the most a healthy control interval sustained; a server test: the
+    mean of the servers' capacities."""
+    per_server_capacity_per_s: float | None
+    theoretical_capacity_per_s: float | None
+    """The per-server capacity times the servers."""
+    fraction_of_theoretical: float | None
+    queue_limit_ms: float
+    bottleneck: str | None
+    """The component whose share of the servers' service time grew most (work or cache)."""
+    weights_restored: bool
+    """Whether every test put the original weights back."""
+    notes: list[str]
+    test: PhaseResult
+    """The test the file asks for."""
+    server_test: PhaseResult | None
+    """The server test run first for the theoretical capacity, if one was."""
+
+
 def result_json(result: KrakenResult) -> dict[str, Any]:
-    """The JSON document of a run (``hairline kraken --json``)."""
+    """The JSON document of a run (``hairline kraken --json``): a :class:`KrakenJson`, plain."""
     test = result.test
     bottleneck = test.bottleneck
-    return {
+    payload: KrakenJson = {
         "kraken": 1,
         "file": result.file,
         "kind": result.kind,
@@ -78,9 +116,11 @@ def result_json(result: KrakenResult) -> dict[str, Any]:
         "weights_restored": test.restored
         and (result.server_test is None or result.server_test.restored),
         "notes": [*result.notes, *test.notes],
-        "test": to_jsonable(test),
-        "server_test": to_jsonable(result.server_test),
+        "test": test,
+        "server_test": result.server_test,
     }
+    plain: dict[str, Any] = to_jsonable(payload)
+    return plain
 
 
 def print_summary(result: KrakenResult, console: Console) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hairline.collect.prometheus import Sample as SeriesKey
+from hairline.kit.jsonout import documented
 
 __all__ = [
     "COMPONENTS",
@@ -153,27 +154,32 @@ class TestSample:
     values: Mapping[str, float | None]
 
 
+@documented
 @dataclass(frozen=True)
 class Step:
     """One control interval and the decision that ended it (Kraken 4.3)."""
 
     t_s: float
-    #: The share the system under test had during the interval, and the one decided.
+    """When the interval ended, in seconds from the test's start."""
     share: float
+    """The share the system under test had during the interval."""
     next_share: float
+    """The share decided."""
     weights: Mapping[str, int]
     action: str
     step: float
     reason: str
     metric: str | None
     levels: Mapping[str, str | None]
+    """Each health metric's level over its window (null: no samples)."""
     values: Mapping[str, float | None]
+    """Each health metric's latest value."""
     served_per_s: float | None
     offered_per_s: float
     breakdown: Breakdown | None
     servers: Mapping[str, ServerReading]
-    #: Every metric known, none at BACKOFF by level or by its latest value.
     healthy: bool = True
+    """Every metric known, none at BACKOFF by level or by its latest value."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +223,7 @@ def sustained_per_s(step: Step) -> float:
     return min(step.served_per_s or 0.0, step.offered_per_s)
 
 
+@documented
 @dataclass(frozen=True)
 class Bottleneck:
     """Which component's share of the servers' service time grew most from the test's
@@ -225,8 +232,8 @@ class Bottleneck:
     component: str
     start: Breakdown
     end: Breakdown
-    #: Growth of each service component's share of service time (work + cache).
     growth: Mapping[str, float]
+    """Growth of each service component's share of service time (work + cache)."""
 
 
 def find_bottleneck(start: Breakdown | None, end: Breakdown | None) -> Bottleneck | None:
@@ -239,6 +246,7 @@ def find_bottleneck(start: Breakdown | None, end: Breakdown | None) -> Bottlenec
     return Bottleneck(max(growth, key=lambda c: growth[c]), start, end, growth)
 
 
+@documented
 @dataclass(frozen=True)
 class PhaseResult:
     """One controlled test: a server test or a cluster test."""
@@ -252,13 +260,15 @@ class PhaseResult:
     stop_metric: str | None
     aborted: bool
     restored: bool
-    #: server test: the mean of the servers' capacities; cluster test: the measured one.
+    """Whether the original weights were put back."""
     capacity_per_s: float | None
+    """A server test: the mean of the servers' capacities; a cluster test: the measured
+    one."""
     server_capacities: tuple[ServerCapacity, ...] = ()
     bottleneck: Bottleneck | None = None
     notes: tuple[str, ...] = ()
-    #: Each health metric's five level ranges, for plots of its values against them.
     metric_ranges: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    """Each health metric's five level ranges, for plots of its values against them."""
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from sqlalchemy import select
+from typing_extensions import TypedDict
 
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, HairlineError
+from hairline.kit.jsonout import documented
 from hairline.lab.build.source import git
 from hairline.stats.bisection import (
     OUTCOMES,
     Finished,
     Measured,
     Outcome,
+    Status,
     Step,
     experiments_needed,
     next_step,
@@ -37,7 +40,10 @@ from hairline.store.models import Experiment, VerdictRow
 __all__ = [
     "DEFAULT_METRIC",
     "Bisection",
+    "BisectionJson",
     "Revision",
+    "RevisionJson",
+    "StepJson",
     "StepResult",
     "bisect",
     "revisions_between",
@@ -54,12 +60,60 @@ _MAX_TRIALS = 1000
 RunStep = Callable[[ExperimentConfig], int]
 
 
+@documented
+class RevisionJson(TypedDict):
+    """A revision: its commit and subject line."""
+
+    commit: str
+    subject: str
+
+
+@documented
+class StepJson(TypedDict):
+    """One experiment of the bisection and what it found for the metric."""
+
+    experiment: int
+    """The experiment's id (``hairline report ID`` has its full report)."""
+    purpose: Literal["search", "confirm"]
+    attempt: int
+    """1, or 2, 3, ... for a repeat of an inconclusive step (with its trials doubled)."""
+    trials: int
+    baseline: RevisionJson
+    candidate: RevisionJson
+    verdict: Outcome
+    effect_rel: float | None
+    ci_rel: tuple[float | None, float | None]
+    p_value: float | None
+    threshold: str
+    """The metric's threshold, e.g. "0.04 rel"."""
+
+
+@documented
+class BisectionJson(TypedDict):
+    """A finished bisection (``hairline bisect --json``; docs/bisect.md)."""
+
+    service: str
+    metric: str
+    status: Status
+    reason: str
+    culprit: RevisionJson | None
+    """The first revision whose change from its parent exceeds the threshold."""
+    good: RevisionJson
+    bad: RevisionJson
+    range: tuple[str, str]
+    """(low, high]: the last range the search narrowed to, as commits."""
+    revisions: list[RevisionJson]
+    """Good first."""
+    experiments: int
+    steps: list[StepJson]
+
+
 @dataclass(frozen=True)
 class Revision:
     commit: str
     subject: str
 
-    def as_json(self) -> dict[str, str]:
+    def as_json(self) -> RevisionJson:
         return {"commit": self.commit, "subject": self.subject}
 
 
@@ -88,7 +142,7 @@ class StepResult:
             return self.threshold
         return f"{number * 100:.4g}%" if kind == "rel" else f"{number:.4g}"
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> StepJson:
         return {
             "experiment": self.experiment_id,
             "purpose": self.step.purpose,
@@ -98,7 +152,7 @@ class StepResult:
             "candidate": self.candidate.as_json(),
             "verdict": self.outcome,
             "effect_rel": self.effect_rel,
-            "ci_rel": [self.ci_low, self.ci_high],
+            "ci_rel": (self.ci_low, self.ci_high),
             "p_value": self.p_value,
             "threshold": self.threshold,
         }
@@ -119,7 +173,7 @@ class Bisection:
         index = self.finished.culprit
         return None if index is None else self.revisions[index]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> BisectionJson:
         end = self.finished
         return {
             "service": self.service,
@@ -129,7 +183,7 @@ class Bisection:
             "culprit": None if self.culprit is None else self.culprit.as_json(),
             "good": self.revisions[0].as_json(),
             "bad": self.revisions[-1].as_json(),
-            "range": [self.revisions[end.low].commit, self.revisions[end.high].commit],
+            "range": (self.revisions[end.low].commit, self.revisions[end.high].commit),
             "revisions": [r.as_json() for r in self.revisions],
             "experiments": len(self.steps),
             "steps": [s.as_json() for s in self.steps],

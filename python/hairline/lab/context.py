@@ -6,21 +6,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from hairline.config import ExperimentConfig
 from hairline.lab.queue import Clock, ExperimentRow, LeaseKeeper, transition
 from hairline.store.db import Store
 
-__all__ = ["Context", "Event", "ProcessorOptions"]
+__all__ = ["Context", "Event", "EventKind", "ProcessorOptions"]
+
+
+EventKind = Literal["phase", "build", "trial", "batch", "waiting", "done", "failed", "cancelled"]
 
 
 @dataclass(frozen=True)
 class Event:
-    """Something a processor did, for progress displays: ``kind`` is one of phase,
-    build, trial, batch, waiting, done, failed."""
+    """Something a processor did, for progress displays."""
 
     experiment_id: int
-    kind: str
+    kind: EventKind
     message: str
     trial: int | None = None
     trials: int | None = None
@@ -54,7 +57,7 @@ class Context:
     def id(self) -> int:
         return self.row.id
 
-    def emit(self, kind: str, message: str, **extra: int | None) -> None:
+    def emit(self, kind: EventKind, message: str, **extra: int | None) -> None:
         if self.options.on_event:
             self.options.on_event(Event(self.id, kind, message, **extra))
 

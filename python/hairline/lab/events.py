@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from hairline.errors import ConfigError
 from hairline.kit.durations import duration_s
+from hairline.kit.jsonout import documented
 from hairline.store.db import Store
 from hairline.store.models import LabEvent
 
@@ -32,16 +33,26 @@ TIME_FORMATS = (
 )
 
 
+@documented
 @dataclass(frozen=True)
 class RecordedEvent:
+    """A deployment, maintenance or other event (``hairline lab event list --json`` lists
+    them)."""
+
     id: int
     kind: str
+    """deploy, maintenance or other."""
     service: str
+    """The service or downstream (host:port) it touched."""
     host: str | None
-    started_at: float  # Unix s
-    ended_at: float | None  # None: a point in time
+    """The host (or machine) it touched, if one."""
+    started_at: float
+    """Unix seconds."""
+    ended_at: float | None
+    """Unix seconds; null: a point in time."""
     note: str
     created_by: str
+    """Who recorded it: the API token's name, or "cli"."""
 
 
 def parse_time(text: str, *, now_s: float, flag: str = "--at") -> float:

@@ -32,6 +32,7 @@ from sqlalchemy import Table, delete, func, select, update
 
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, HairlineError
+from hairline.kit.jsonout import documented
 from hairline.lab.files import load_experiment_file
 from hairline.lab.queue import Clock, enqueue
 from hairline.store.db import Store
@@ -63,23 +64,28 @@ _SKIPPED = "aa.skip"
 Loader = Callable[[Path], ExperimentConfig]
 
 
+@documented
 @dataclass(frozen=True)
 class Schedule:
-    """One schedule as ``schedule list`` shows it."""
+    """One schedule of periodic A/A runs as ``hairline lab schedule list`` shows it."""
 
     id: int
     experiment_file: str
     service: str
     team: str
     every_s: float
+    """The period, in seconds."""
     next_at: float
+    """When the next run is due, Unix seconds."""
     enabled: bool
     last_experiment_id: int | None
-    last_phase: str | None  # the last A/A run's phase (None: none yet, or it is gone)
-    # Why the last due period was skipped (its file became invalid); None once a run was
-    # enqueued since.
+    last_phase: str | None
+    """The last A/A run's phase (null: none yet, or it is gone)."""
     error: str | None = None
+    """Why the last due period was skipped (its file became invalid); null once a run was
+    enqueued since."""
     error_at: float | None = None
+    """When it was skipped, Unix seconds."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from hairline.config import Threshold
 from hairline.errors import ConfigError, DataError
+from hairline.kit.jsonout import documented
 from hairline.stats.designs import DESIGNS, Design, VarianceComponents
 from hairline.stats.planning import (
     CostModel,
@@ -67,14 +68,24 @@ class MetricPlan:
     curve: HalfWidthCurve
 
 
+@documented
 @dataclass(frozen=True)
 class PlanReport:
+    """Trials (and hosts, requests) at which the verdict catches a regression, per design
+    (``hairline plan --json``; docs/stats.md)."""
+
     source: str
+    """Where the variance came from: Perflab's table, the components given, or the A/A
+    observations."""
     by_design: tuple[DesignTrials, ...] = ()
+    """Per design, its per-trial spread and the trials its verdict needs."""
     budget: tuple[DesignPlan, ...] = ()
+    """With ``--budget-s``: per design, the sizes that minimise its standard error."""
     metrics: tuple[MetricPlan, ...] = ()
+    """With ``--aa``: per metric measured in the A/A runs."""
     threshold: str = ""
     effect: str = ""
+    """The regression planned for (default: twice the threshold)."""
 
 
 def default_effect(threshold: Threshold) -> Threshold:

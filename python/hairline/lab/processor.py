@@ -22,6 +22,7 @@ import contextlib
 import traceback
 from collections.abc import Collection
 from pathlib import Path
+from typing import Literal
 
 from sqlalchemy import select, update
 
@@ -139,7 +140,7 @@ def _fail(ctx: Context, reason: str) -> None:
     _end(ctx, "failed", reason)
 
 
-def _end(ctx: Context, phase: str, reason: str) -> None:
+def _end(ctx: Context, phase: Literal["failed", "cancelled"], reason: str) -> None:
     """End the experiment in ``phase`` (failed or cancelled) with ``reason``."""
     with contextlib.suppress(LeaseLost), ctx.store.transaction() as session:
         transition(

@@ -15,11 +15,14 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NotRequired
 
 import pyarrow.compute as pc
 from sqlalchemy import select
+from typing_extensions import TypedDict
 
 from hairline.errors import DataError
+from hairline.kit.jsonout import documented
 from hairline.lab.results import experiment_observations
 from hairline.stats.planning import detectable_effect, trial_effects
 from hairline.store.db import Store
@@ -31,6 +34,7 @@ __all__ = [
     "HostNoise",
     "MetricSensitivity",
     "NoiseByHost",
+    "SensitivityJson",
     "SensitivityReport",
     "aa_trials_of",
     "noise_by_host",
@@ -51,6 +55,77 @@ class MetricSensitivity:
     mde_by_trials: tuple[tuple[int, float], ...]
 
 
+@documented
+class MdeJson(TypedDict):
+    """The minimum detectable effect of one number of trials."""
+
+    trials: int
+    minutes: float
+    """What that many trials take, at the A/A's median trial time."""
+    mde_rel: float
+    """The smallest true relative change those trials detect with the power asked."""
+
+
+@documented
+class MetricSensitivityJson(TypedDict):
+    """One metric's noise per trial and its MDE against trials."""
+
+    metric: str
+    aa_trials: int
+    """The A/A trials its spread comes from."""
+    sd_per_trial_rel: float
+    """The standard deviation of an A/A trial's relative effect."""
+    mde_rel: list[MdeJson]
+
+
+@documented
+class SkippedJson(TypedDict):
+    """A metric with no usable spread, and why."""
+
+    metric: str
+    why: str
+
+
+@documented
+class HostNoiseJson(TypedDict):
+    """One host's batch values of a metric in the A/A, relative to the grand mean."""
+
+    host: int
+    offset_rel: float
+    """How far its mean sits from the mean of all."""
+    sd_rel: float
+    """How much it varies from batch to batch."""
+
+
+@documented
+class NoiseByHostJson(TypedDict):
+    """Where a 2-host A/A's per-trial noise of a batch-level metric comes from."""
+
+    metric: str
+    batches: int
+    common_corr: float
+    """The correlation of the two hosts' batch values (what swapping the arms cancels)."""
+    hosts: list[HostNoiseJson]
+
+
+@documented
+class SensitivityJson(TypedDict):
+    """How small a change an experiment file can see (``hairline sensitivity --json``;
+    docs/precision.md)."""
+
+    experiment_id: NotRequired[int]
+    """The A/A experiment measured."""
+    source: str
+    """Its observations."""
+    alpha: float
+    power: float
+    trial_s: float
+    """The median wall time of one A/A trial, in seconds."""
+    metrics: list[MetricSensitivityJson]
+    skipped: list[SkippedJson]
+    by_host: list[NoiseByHostJson]
+
+
 @dataclass(frozen=True)
 class SensitivityReport:
     source: str
@@ -64,7 +139,7 @@ class SensitivityReport:
     def minutes(self, trials: int) -> float:
         return trials * self.trial_s / 60.0
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> SensitivityJson:
         return {
             "source": self.source,
             "alpha": self.alpha,
@@ -150,7 +225,7 @@ class NoiseByHost:
     hosts: tuple[HostNoise, ...]
     common_corr: float
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> NoiseByHostJson:
         return {
             "metric": self.metric,
             "batches": self.batches,

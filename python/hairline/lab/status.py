@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import func, select
+from typing_extensions import TypedDict
 
+from hairline.kit.jsonout import documented
 from hairline.lab.queue import require_experiment
 from hairline.store.db import Store, pairs
 from hairline.store.models import Experiment, Service, Trial, VerdictRow
 
-__all__ = ["Standing", "artifacts_dir", "experiment_rows", "phase_of", "standing"]
+__all__ = [
+    "ExperimentRowJson",
+    "Standing",
+    "artifacts_dir",
+    "experiment_rows",
+    "phase_of",
+    "standing",
+]
 
 # A trial in one of these will not run again: the experiment has moved on by one trial.
 _ENDED_TRIALS = ("done", "excluded", "skipped")
@@ -59,7 +67,31 @@ def artifacts_dir(store: Store, experiment_id: int) -> Path:
         return Path(row.artifacts_dir)
 
 
-def experiment_rows(store: Store, *, limit: int = 50) -> list[dict[str, Any]]:
+@documented
+class ExperimentRowJson(TypedDict):
+    """One experiment as ``hairline status --json`` lists it, newest first."""
+
+    id: int
+    service: str
+    kind: str
+    """"ab" or "aa"."""
+    team: str
+    phase: str
+    failure: str | None
+    """The reason when the phase is failed."""
+    progress: str
+    """The processor's last progress line."""
+    trials_done: int
+    trials: int
+    regressions: int
+    """Deciding regressions."""
+    created_at: float
+    """Unix seconds."""
+    lease_owner: str | None
+    """The processor that holds it, while one does."""
+
+
+def experiment_rows(store: Store, *, limit: int = 50) -> list[ExperimentRowJson]:
     """The newest experiments, one summary each (as `hairline status` lists them)."""
     with store.transaction() as session:
         done = pairs(

@@ -24,14 +24,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from typing_extensions import TypedDict
 
 from hairline.errors import DataError
+from hairline.kit.jsonout import documented
 from hairline.routing.profile import Profile
 
 __all__ = [
     "COVERAGE",
     "Partition",
+    "PartitionJson",
     "Partitioning",
+    "PartitioningJson",
     "choose_k",
     "partition",
     "partitioning_from_json",
@@ -194,9 +198,35 @@ def _hot(costs: list[Mapping[str, float]]) -> list[str]:
     return sorted(kept)
 
 
+@documented
+class PartitionJson(TypedDict):
+    """One partition: its endpoints and the code they run."""
+
+    name: str
+    """p0, p1, ...: p0 is the busiest. It names an HAProxy backend."""
+    endpoints: list[str]
+    working_set: int
+    """The functions that make up 99.5% of its endpoints' cost."""
+    load_share: float
+    """Its share of the profile's cost."""
+    functions: list[str]
+
+
+@documented
+class PartitioningJson(TypedDict):
+    """A partitions file (``hairline route partition --output FILE`` or ``--json``;
+    docs/routing.md); ``hairline route fleet --partitions FILE`` reads it back."""
+
+    partitions: list[PartitionJson]
+    average_working_set: float
+    curve: list[float]
+    """With ``--k auto``: the average working set for K = 1, 2, ... it was read from
+    (empty otherwise)."""
+
+
 def partitioning_json(
     partitioning: Partitioning, *, curve: tuple[float, ...] = ()
-) -> dict[str, Any]:
+) -> PartitioningJson:
     """The partitions file's content (``hairline route partition --output``)."""
     shares = partitioning.load_shares
     return {

@@ -39,6 +39,7 @@ __all__ = [
     "Finished",
     "Measured",
     "Outcome",
+    "Status",
     "Step",
     "experiments_needed",
     "next_step",

@@ -24,15 +24,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
+from typing_extensions import TypedDict
+
+from hairline.kit.jsonout import documented
 from hairline.stats import dist
 
 __all__ = [
     "BAND_CONFIDENCE",
     "DEFAULT_POWER",
     "NOT_A_FINDING",
+    "AaHistoryJson",
     "AaRecord",
     "Certificate",
+    "CertificateJson",
     "aa_record",
     "binomial_band",
     "certify",
@@ -108,6 +114,39 @@ def aa_record(labels: Sequence[str], alpha: float) -> AaRecord:
     )
 
 
+@documented
+class AaHistoryJson(TypedDict):
+    """The metric's record on the service's A/A history."""
+
+    runs: int
+    """Finished A/A experiments with this metric."""
+    flagged: int
+    """Of those, the ones whose deciding verdict was anything but "no change" or
+    "inconclusive"."""
+    alpha: float
+    """The false-positive rate the verdicts allow."""
+    band: tuple[int, int]
+    """The central 95% of Binomial(runs, alpha): the flagged counts alpha explains."""
+    calibrated: bool
+    """Whether ``flagged`` lies within ``band``."""
+
+
+@documented
+class CertificateJson(TypedDict):
+    """What stands behind one verdict: its A/A record and this experiment's minimum
+    detectable effect (stats/certificate.py)."""
+
+    aa_history: AaHistoryJson | None
+    """The A/A record; null without an A/A history of this metric."""
+    mde: float | None
+    """The smallest change this experiment detects with probability ``power``; null
+    without a finite interval."""
+    mde_kind: Literal["relative", "absolute"]
+    """``mde`` as a fraction, or in the metric's units, as its threshold is."""
+    power: float
+    """The power ``mde`` is computed at."""
+
+
 @dataclass(frozen=True)
 class Certificate:
     """What stands behind one metric's verdict: its A/A record (None: no A/A history) and
@@ -120,12 +159,11 @@ class Certificate:
     relative: bool
     power: float = DEFAULT_POWER
 
-    def to_json(self) -> dict[str, object]:
-        aa: dict[str, object] | None = None
+    def to_json(self) -> CertificateJson:
+        aa: AaHistoryJson | None = None
         if self.aa is not None:
-            low, high = self.aa.band
             aa = {"runs": self.aa.runs, "flagged": self.aa.flagged, "alpha": self.aa.alpha,
-                  "band": [low, high], "calibrated": self.aa.calibrated}  # fmt: skip
+                  "band": self.aa.band, "calibrated": self.aa.calibrated}  # fmt: skip
         return {"aa_history": aa, "mde": self.mde, "mde_kind": "relative" if self.relative
                 else "absolute", "power": self.power}  # fmt: skip
 

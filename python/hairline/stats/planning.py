@@ -32,11 +32,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
+from hairline.kit.jsonout import ArrayJson
 from hairline.stats import dist
 from hairline.stats.data import ARM_A, ARM_B, MetricSample
 from hairline.stats.designs import (
@@ -74,8 +75,8 @@ IntArray = NDArray[np.int64]
 class HalfWidthCurve:
     """Interval half-width as a function of the number of trials (ServiceLab figure 6)."""
 
-    trials: IntArray
-    half_width: FloatArray
+    trials: Annotated[IntArray, ArrayJson("integer")]
+    half_width: Annotated[FloatArray, ArrayJson("number")]
     sd_per_trial: float
     alpha: float
     test: TestKind

@@ -8,11 +8,14 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
+
+from typing_extensions import TypedDict
 
 from hairline.config import ExperimentConfig
 from hairline.config.suggest import SuggestConfig, SuggestedMix
 from hairline.errors import ConfigError
+from hairline.kit.jsonout import documented
 from hairline.profile.formats import Profile, merge, read_profile
 from hairline.suggest.changes import DiffFunctions, modified_functions
 from hairline.suggest.mix import remix
@@ -25,7 +28,10 @@ from hairline.suggest.score import (
 )
 
 __all__ = [
+    "ChosenSuggestionJson",
     "Suggestion",
+    "SuggestionJson",
+    "SuggestionsJson",
     "hours_per_test",
     "read_profiles",
     "suggest",
@@ -71,7 +77,85 @@ def suggest(
     return Suggestion(base, head, changed, diff, test, reason)
 
 
-def suggestion_json(s: Suggestion) -> dict[str, Any]:
+@documented
+class SuggestedFunctionJson(TypedDict):
+    """A function the diff touches, and its cost in production."""
+
+    name: str
+    """Its head name (its base name when deleted)."""
+    path: str
+    change: Literal["modified", "added", "deleted", "renamed"]
+    old_name: str | None
+    """Its base name when that differs (renamed or moved)."""
+    scored: bool
+    """Whether its production cost counts (a pure rename runs the same code)."""
+    cost: float
+    """Inclusive: the profile's stacks holding it, each once."""
+    self_cost: float
+    """The stacks it is the leaf of."""
+    share: float
+    """``cost`` as a share of the whole profile."""
+    endpoints: dict[str, float]
+    """Inclusive cost per endpoint."""
+
+
+@documented
+class SuggestedEndpointJson(TypedDict):
+    """An endpoint the change reaches."""
+
+    endpoint: str
+    cost: float
+    """The diff's affected cost in this endpoint."""
+    share: float
+    """Of the diff's affected cost: the replay's weight."""
+    fraction: float
+    """Of the endpoint's whole cost."""
+
+
+@documented
+class SuggestionJson(TypedDict):
+    """One diff suggested: its functions, their production impact, and whether to test it
+    (``hairline suggest --json``; docs/suggest.md)."""
+
+    base: str
+    head: str
+    test: bool
+    """Whether the change is worth an experiment."""
+    reason: str
+    unit: str
+    """The profile's unit (samples, ns, ...)."""
+    profile_cost: float
+    """The whole profile's cost."""
+    cost: float
+    """The stacks holding any scored function, each once."""
+    share: float
+    """``cost`` as a share of the profile's."""
+    functions: list[SuggestedFunctionJson]
+    endpoints: list[SuggestedEndpointJson]
+    """By cost, largest first."""
+    unmapped_lines: int
+    """Changed lines of read files outside every function."""
+    other_files: list[str]
+    """Changed files of languages not read."""
+
+
+@documented
+class ChosenSuggestionJson(SuggestionJson):
+    """One of several diffs, and whether it fits the budget."""
+
+    chosen: bool
+
+
+@documented
+class SuggestionsJson(TypedDict):
+    """Several diffs ranked against a budget (``hairline suggest --diffs FILE --json``)."""
+
+    budget_machine_hours: float
+    hours_per_test: float
+    diffs: list[ChosenSuggestionJson]
+
+
+def suggestion_json(s: Suggestion) -> SuggestionJson:
     diff = s.impact
     return {
         "base": s.base,

@@ -8,10 +8,82 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hairline.tune.runs import EvaluationRow, RunRow
-from hairline.tune.space import Configuration
+from typing_extensions import TypedDict
 
-__all__ = ["TuningResult", "deploy_toml"]
+from hairline.kit.jsonout import documented
+from hairline.tune.runs import EvaluationRow, RunRow
+from hairline.tune.space import Configuration, Value
+
+__all__ = ["BestJson", "EvaluationJson", "TuningJson", "TuningResult", "deploy_toml"]
+
+
+@documented
+class BestJson(TypedDict):
+    """The evaluation with the best observed objective, when it beats the default."""
+
+    evaluation: int
+    """Its number, from 1."""
+    config: dict[str, Value]
+    """The configuration, by parameter."""
+    effect_rel: float | None
+    """The objective's relative effect against the default (positive is better)."""
+    ci_rel: tuple[float | None, float | None]
+    experiment: int | None
+    significant: bool
+    """Whether its interval excludes no change, in the better direction."""
+
+
+@documented
+class EvaluationJson(TypedDict):
+    """One evaluation: a candidate configuration's A/B against the default."""
+
+    evaluation: int
+    """Its number, from 1."""
+    batch: int
+    config: dict[str, Value]
+    status: str
+    """proposed, running, done, infeasible or failed."""
+    experiment: int | None
+    arm: str
+    """The candidate's arm in the experiment ("cN")."""
+    value: float | None
+    """The objective as the searcher sees it (higher is better)."""
+    se: float | None
+    """Its standard error."""
+    effect_rel: float | None
+    ci_rel: tuple[float | None, float | None]
+    mean_control: float | None
+    mean_candidate: float | None
+    reason: str
+    """Why it is infeasible or failed."""
+
+
+@documented
+class TuningJson(TypedDict):
+    """A tuning run (``hairline tune --json``, ``hairline tuning show RUN --json``;
+    docs/tuning.md)."""
+
+    run: int
+    name: str
+    service: str
+    searcher: str
+    state: str
+    """running, done, failed or refused."""
+    reason: str
+    metric: str
+    """The objective's metric."""
+    higher_is_better: bool
+    budget: int
+    """The evaluations planned."""
+    default: dict[str, Value]
+    """The production configuration: the control of every A/B."""
+    clusters: dict[str, Any] | None
+    """The test and control clusters (Ray backend), or null."""
+    aa_experiment: int | None
+    """The A/A experiment that cleared the clusters."""
+    best: BestJson | None
+    """Null when the default is the best known."""
+    evaluations: list[EvaluationJson]
 
 
 @dataclass(frozen=True)
@@ -68,7 +140,7 @@ class TuningResult:
             out.append((e.position + 1, best))
         return out
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> TuningJson:
         best = self.best
         return {
             "run": self.run.id,
@@ -89,7 +161,7 @@ class TuningResult:
                 "evaluation": best.position + 1,
                 "config": best.config,
                 "effect_rel": best.effect_rel,
-                "ci_rel": [best.ci_low, best.ci_high],
+                "ci_rel": (best.ci_low, best.ci_high),
                 "experiment": best.experiment_id,
                 "significant": self.best_significant,
             },
@@ -104,7 +176,7 @@ class TuningResult:
                     "value": e.value,
                     "se": e.se,
                     "effect_rel": e.effect_rel,
-                    "ci_rel": [e.ci_low, e.ci_high],
+                    "ci_rel": (e.ci_low, e.ci_high),
                     "mean_control": e.mean_control,
                     "mean_candidate": e.mean_candidate,
                     "reason": e.reason,

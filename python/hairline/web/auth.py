@@ -15,14 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import select, update
+from typing_extensions import TypedDict
 
 from hairline.errors import HairlineError
+from hairline.kit.jsonout import documented
 from hairline.store.db import Store
 from hairline.store.models import ApiToken, AuditEntry
 
 __all__ = [
     "SCOPES",
     "Principal",
+    "TokenJson",
     "audit",
     "create_token",
     "hash_token",
@@ -102,7 +105,22 @@ def revoke_token(store: Store, name: str, *, clock: Callable[[], float] = time.t
         session.add(AuditEntry(at=now, actor="cli", action="token.revoke", target=name))
 
 
-def list_tokens(store: Store) -> list[dict[str, object]]:
+@documented
+class TokenJson(TypedDict):
+    """An API token as ``hairline token list --json`` lists it (never the token itself)."""
+
+    name: str
+    team: str
+    scope: str
+    """read, submit, triage or admin."""
+    created_at: float
+    """Unix seconds."""
+    last_used_at: float | None
+    """Unix seconds; null: never used."""
+    revoked: bool
+
+
+def list_tokens(store: Store) -> list[TokenJson]:
     with store.transaction() as session:
         rows = session.scalars(select(ApiToken).order_by(ApiToken.id)).all()
         return [

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hairline.kit.jsonout import documented
 from hairline.report.context.model import ExperimentReport
 from hairline.stats import dist
 
 __all__ = ["ArmCapacity", "arm_capacities", "capacity_text"]
 
 
+@documented
 @dataclass(frozen=True)
 class ArmCapacity:
     """One arm's capacity over the accepted batches: the mean knee and a 95% t-interval
@@ -20,8 +22,11 @@ class ArmCapacity:
 
     arm: str
     max_throughput_per_s: float
+    """The mean over batches of the highest rate that met the SLO."""
     low_per_s: float
+    """Its 95% interval's low end (NaN, null in JSON, with one batch)."""
     high_per_s: float
+    """Its 95% interval's high end."""
     batches: int
 
 

@@ -5,14 +5,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
-from hairline.lab.functions import FunctionAnalysis, FunctionChange
+from typing_extensions import TypedDict
+
+from hairline.kit.jsonout import documented
+from hairline.lab.functions import FunctionAnalysis, FunctionChange, FunctionVerdict
 from hairline.profile.functions import SELF
 
 __all__ = [
     "FUNCTION_HEADER",
+    "FunctionChangeJson",
+    "FunctionComparisonJson",
     "FunctionLine",
+    "FunctionsJson",
     "function_lines",
     "function_summary",
     "functions_json",
@@ -84,7 +90,68 @@ def _plain(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _change_json(c: FunctionChange) -> dict[str, Any]:
+@documented
+class FunctionChangeJson(TypedDict):
+    """One function's cost compared between the candidate and its baseline."""
+
+    function: str
+    cost: Literal["self", "inclusive"]
+    """The function's own samples, or with its callees'."""
+    mean_a_ns: float | None
+    """The baseline's CPU per request in the function, in ns."""
+    mean_b_ns: float | None
+    """The candidate's, in ns."""
+    effect_ns: float | None
+    """The candidate's minus the baseline's, in ns per request."""
+    effect_rel: float | None
+    """The effect relative to the baseline's."""
+    ci_ns: tuple[float | None, float | None]
+    """The effect's interval, in ns per request."""
+    p_value: float | None
+    p_adjusted: float | None
+    """Benjamini-Hochberg over every function compared."""
+    share: float
+    """The function's share of the baseline's CPU (the candidate's for a new one)."""
+    verdict: FunctionVerdict
+    shift_with: list[str]
+    """For a shift: the functions its cost moved to or from."""
+
+
+@documented
+class FunctionComparisonJson(TypedDict):
+    """The functions of one candidate against its baseline."""
+
+    candidate: str
+    baseline: str
+    fdr: float
+    """The false discovery rate."""
+    min_share: float
+    """Functions below this share of the CPU are pooled."""
+    trials: int
+    samples_per_batch: float
+    """Stack samples per batch and arm."""
+    compared: int
+    """Function costs compared."""
+    pooled: int
+    """Functions pooled into "(other functions)"."""
+    changed: list[FunctionChangeJson]
+    """Each function found to change, largest effect first."""
+    functions: list[FunctionChangeJson]
+    """Every function compared, largest effect first."""
+
+
+@documented
+class FunctionsJson(TypedDict):
+    """The functions that changed ([service.profile]; docs/profiling.md)."""
+
+    note: str | None
+    """Why there are no function metrics; null when there are, or when the service is not
+    profiled."""
+    comparisons: list[FunctionComparisonJson]
+    """Per candidate."""
+
+
+def _change_json(c: FunctionChange) -> FunctionChangeJson:
     return {
         "function": c.function,
         "cost": "self" if c.kind == SELF else "inclusive",
@@ -92,7 +159,7 @@ def _change_json(c: FunctionChange) -> dict[str, Any]:
         "mean_b_ns": _plain(c.mean_b_ns),
         "effect_ns": _plain(c.effect_ns),
         "effect_rel": _plain(c.effect_rel),
-        "ci_ns": [_plain(c.ci_ns[0]), _plain(c.ci_ns[1])],
+        "ci_ns": (_plain(c.ci_ns[0]), _plain(c.ci_ns[1])),
         "p_value": _plain(c.p_value),
         "p_adjusted": _plain(c.p_adjusted),
         "share": c.share,
@@ -101,7 +168,7 @@ def _change_json(c: FunctionChange) -> dict[str, Any]:
     }
 
 
-def functions_json(analyses: tuple[FunctionAnalysis, ...], note: str) -> dict[str, Any]:
+def functions_json(analyses: tuple[FunctionAnalysis, ...], note: str) -> FunctionsJson:
     """The report's ``functions`` object (see experiment_json)."""
     return {
         "note": note or None,

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from hairline.kit.jsonout import documented
 from hairline.lab.analysis import Analysis
 from hairline.lab.concurrency import Overlap
 from hairline.lab.functions import FunctionAnalysis
@@ -48,17 +49,21 @@ class ArmReport:
         return "; ".join(parts)
 
 
+@documented
 @dataclass(frozen=True)
 class CurvePoint:
     """One probe of capacity mode's search: the offered rate and what the arm did at it."""
 
     rate_per_s: float
+    """The offered rate."""
     p99_ms: float
     served_per_s: float
     duration_s: float
     passed: bool
+    """Whether the probe met the SLO."""
 
 
+@documented
 @dataclass(frozen=True)
 class CapacityCurve:
     """One arm's search in one batch (lab/capacity.py): its latency/throughput curve and
@@ -68,9 +73,12 @@ class CapacityCurve:
     trial: int
     batch: int
     max_rate_per_s: float
+    """The knee: the highest rate that met the SLO."""
     slo_p99_ms: float
     stopped_by: str
+    """What ended the search (e.g. "max_rate" when it reached ``max_rate_per_s``)."""
     points: tuple[CurvePoint, ...]
+    """The probes, in the order they ran."""
 
 
 @dataclass(frozen=True)
