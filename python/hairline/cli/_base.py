@@ -57,6 +57,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "report": ("experiments",),
     "route": ("route",),
     "run": ("run",),
+    "schema": ("schema",),
     "sensitivity": ("sensitivity",),
     "serve": ("serve",),
     "service": ("web",),
