@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 from hairline.cli import main
 from hairline.store.observations import read_observations, write_observations
+from schema_check import check_schema
 
 
 def lockstep_experiment(path: Path, *, cpu_effect: float, seed: int, trials: int = 8) -> Path:
@@ -47,7 +49,7 @@ def test_a_three_percent_regression_is_flagged_with_exit_1(tmp_path: Path) -> No
         main, ["analyze", str(obs), "--threshold", "cpu_ns=1%", "--json", str(out)]
     )
     assert result.exit_code == 1, result.output
-    verdicts = {m["metric"]: m for m in json.loads(out.read_text())["metrics"]}
+    verdicts = {m["metric"]: m for m in _analysis(out)["metrics"]}
     cpu = verdicts["cpu_ns"]
     assert cpu["verdict"] == "regression"
     # Each request's own 1% noise moves this experiment's realised effect to about 2.9%;
@@ -66,7 +68,7 @@ def test_an_aa_comparison_is_not_a_regression(tmp_path: Path) -> None:
     out = tmp_path / "verdict.json"
     result = CliRunner().invoke(main, ["analyze", str(obs), "--json", str(out)])
     assert result.exit_code == 0, result.output
-    assert not json.loads(out.read_text())["regression"]
+    assert not _analysis(out)["regression"]
 
 
 def aa_history(path: Path, *, runs: int, trials: int, seed: int) -> Path:
@@ -90,7 +92,7 @@ def test_history_drives_adaptive_selection(tmp_path: Path) -> None:
         main, ["analyze", str(obs), "--history", str(history), "--json", str(out)]
     )
     assert result.exit_code == 1, result.output
-    cpu = next(m for m in json.loads(out.read_text())["metrics"] if m["metric"] == "cpu_ns")
+    cpu = next(m for m in _analysis(out)["metrics"] if m["metric"] == "cpu_ns")
     assert cpu["model_reason"].startswith("adaptive: best of 10 A/A runs")
 
 
@@ -118,7 +120,7 @@ def test_a_named_bootstrap_and_a_lower_is_worse_direction(tmp_path: Path) -> Non
         ["analyze", str(obs), "--bootstrap", "iid", "--direction", "cpu_ns=lower-is-worse",
          "--json", str(out)],
     )  # fmt: skip
-    cpu = next(m for m in json.loads(out.read_text())["metrics"] if m["metric"] == "cpu_ns")
+    cpu = next(m for m in _analysis(out)["metrics"] if m["metric"] == "cpu_ns")
     assert cpu["model"] == "bootstrap-iid"
     assert cpu["direction"] == "lower-is-worse"
     assert cpu["verdict"] == "regression" and result.exit_code == 1
@@ -139,3 +141,10 @@ def test_bad_inputs_exit_2_with_the_column_or_option_named(tmp_path: Path) -> No
     assert result.exit_code == 2 and "not in" in result.output and "cpu_ns" in result.output
     result = runner.invoke(main, ["analyze", str(obs), "--model", "magic"])
     assert result.exit_code == 2 and "is not a model" in result.output
+
+
+def _analysis(out: Path) -> dict[str, Any]:
+    """``analyze --json``'s document, checked against docs/schema/analysis.json."""
+    document: dict[str, Any] = json.loads(out.read_text())
+    check_schema("analysis", document)
+    return document

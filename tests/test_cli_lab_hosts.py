@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from hairline.cli import main
 from hairline.store.db import open_store
 from hairline.store.models import Experiment
+from schema_check import check_schema
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "sample-service"
 
@@ -26,6 +27,7 @@ def test_quotas_overall_and_per_region_are_set_and_listed(tmp_path: Path) -> Non
     listed = runner.invoke(main, ["lab", "hosts", "--json", *home])
     assert listed.exit_code == 0, listed.output
     data = json.loads(listed.output)
+    check_schema("hosts", data)
     assert data["quotas"] == {"search": 8}
     assert data["region_quotas"] == {"search": {"eu": 2}}
     local = data["hosts"][0]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from click.testing import CliRunner
 
 from hairline.cli import main
+from schema_check import check_schema
 
 
 def test_plan_from_table1_orders_designs_and_writes_json(tmp_path: Path) -> None:
@@ -18,7 +20,7 @@ def test_plan_from_table1_orders_designs_and_writes_json(tmp_path: Path) -> None
         main, ["plan", "--endpoint", "1", "--threshold", "0.05", "--json", str(out)]
     )
     assert result.exit_code == 0, result.output
-    plans = json.loads(out.read_text())["by_design"]
+    plans = _plan(out)["by_design"]
     # Perflab section 4: fully balanced has by far the least variance, unbalanced the most.
     assert plans[0]["design"] == "fully-balanced"
     assert plans[-1]["design"] == "unbalanced"
@@ -27,7 +29,7 @@ def test_plan_from_table1_orders_designs_and_writes_json(tmp_path: Path) -> None
     # default --effect) is flagged with the asked power, one trial fewer is not.
     assert all(p["achieved_power"] >= 0.8 > p["below"] for p in plans)
     assert all(p["effect"] == 0.1 and p["threshold"] == 0.05 for p in plans)
-    assert json.loads(out.read_text())["effect"] == "0.1"
+    assert _plan(out)["effect"] == "0.1"
     assert "a regression of exactly the threshold is flagged at most" in result.output
 
 
@@ -48,7 +50,7 @@ def test_plan_from_aa_observations(tmp_path: Path) -> None:
         main, ["plan", "--aa", str(path), "--threshold", "1%", "--json", str(out)]
     )
     assert result.exit_code == 0, result.output
-    (metric,) = json.loads(out.read_text())["metrics"]
+    (metric,) = _plan(out)["metrics"]
     assert metric["metric"] == "cpu" and metric["aa_trials"] == 12
     # Per-trial relative effects spread about 0.3-0.5%: a 1% threshold needs a few trials.
     assert 1 <= metric["trials"]["trials"] <= 20
@@ -78,12 +80,12 @@ def test_plan_asks_about_a_regression_larger_than_the_threshold(tmp_path: Path) 
         ["plan", "--endpoint", "1", "--threshold", "0.05", "--effect", "0.075", "--json", str(out)],
     )
     assert result.exit_code == 0, result.output
-    closer = {p["design"]: p["trials"] for p in json.loads(out.read_text())["by_design"]}
+    closer = {p["design"]: p["trials"] for p in _plan(out)["by_design"]}
     result = runner.invoke(
         main, ["plan", "--endpoint", "1", "--threshold", "0.05", "--json", str(out)]
     )
     assert result.exit_code == 0, result.output
-    twice = {p["design"]: p["trials"] for p in json.loads(out.read_text())["by_design"]}
+    twice = {p["design"]: p["trials"] for p in _plan(out)["by_design"]}
     # A regression closer to the threshold needs more trials to be told from it.
     assert all(closer[d] >= twice[d] for d in twice)
     assert closer["unbalanced"] > twice["unbalanced"]
@@ -96,3 +98,10 @@ def test_plan_asks_about_a_regression_larger_than_the_threshold(tmp_path: Path) 
         main, ["plan", "--endpoint", "1", "--threshold", "0.05", "--effect", "10%"]
     )
     assert result.exit_code == 2 and "both be relative or both absolute" in result.output
+
+
+def _plan(out: Path) -> dict[str, Any]:
+    """``plan --json``'s document, checked against docs/schema/plan.json."""
+    document: dict[str, Any] = json.loads(out.read_text())
+    check_schema("plan", document)
+    return document

@@ -20,6 +20,7 @@ from hairline.hosts.inventory import Allocation, allocate, ensure_local_hosts
 from hairline.lab.queue import claim
 from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Host
+from schema_check import check_schema
 
 EXAMPLE = Path(__file__).parent / ".." / "examples" / "sample-service"
 
@@ -96,6 +97,8 @@ def test_run_progress_json_is_one_event_per_line_on_stderr(held_lab: HeldLab) ->
     events = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
     kinds = [e["event"] for e in events]
     assert kinds[0] == "queued" and kinds[-1] == "gave_up", kinds
+    for event in events:
+        check_schema("progress-event", event)
     assert "waiting" in kinds and "phase" in kinds
     first_wait = next(e for e in events if e["event"] == "waiting")
     assert first_wait["experiment"] == 2 and first_wait["wait_s"] == 1.0

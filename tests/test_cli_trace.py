@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from hairline.cli import main
 from hairline.engine import LoadPlan, run_load
 from hairline.trace.format import read_trace
+from schema_check import check_schema
 
 DATA = Path(__file__).parent / "trace" / "data"
 
@@ -47,6 +48,7 @@ def test_import_with_skip_bad_reports_counts_and_writes_a_trace(tmp_path: Path) 
     )  # fmt: skip
     assert code == 0, output
     summary = json.loads(output)
+    check_schema("trace-import", summary)
     assert summary["requests"] == 12 and summary["records"] == 17
     assert summary["skipped"] == {
         "not an HTTP request": 3,
@@ -107,6 +109,7 @@ def test_stats_prints_endpoints_and_rate_and_writes_json(imported: Path, tmp_pat
     code, output = hairline("trace", "stats", imported, "--bucket-s", "2", "--json", "-")
     assert code == 0
     stats = json.loads(output)
+    check_schema("trace-stats", stats)
     assert stats["request_count"] == 12 and stats["bucket_s"] == 2
     assert [b["count"] for b in stats["rate"]] == [4, 1, 3, 3, 1]
     assert stats["endpoints"][0] == {
@@ -148,6 +151,7 @@ def test_filter_keeps_endpoints_and_sets_an_exact_mix(imported: Path, tmp_path: 
     )  # fmt: skip
     assert code == 0, output
     summary = json.loads(output)
+    check_schema("trace-filter", summary)
     assert summary["requests"] == 30 and summary["with_replacement"]
     trace = read_trace(mixed)
     counts = Counter("search" if r.label == "/api/search" else "users" for r in trace.requests)
@@ -187,6 +191,11 @@ def test_sample_by_reservoir_and_fraction(imported: Path, tmp_path: Path) -> Non
     )
     assert code == 0
     assert json.loads(output)["input_requests"] == 12
+    check_schema("trace-sample", json.loads(output))
+    code, output = hairline(
+        "trace", "sample", imported, "--reservoir", "1/2s", "-o", out, "--json", "-"
+    )
+    check_schema("trace-sample", json.loads(output))
 
 
 def test_sample_errors(imported: Path, tmp_path: Path) -> None:

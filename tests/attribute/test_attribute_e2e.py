@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from schema_check import check_schema
+
 # The lab's end-to-end checks (no arm alive, no host held, no cgroup left) live beside
 # the lab's tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
@@ -74,6 +76,7 @@ def test_each_factor_is_attributed_to_the_quantiles_it_moves(
                     home=tmp_path / "home", engine=engine_path)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "a.json").read_text())
+    check_schema("attribution", report)
     assert report == json.loads((out / "report.json").read_text())
     assert report["runs"] == 12 and len(report["experiments"]) == 6
 
@@ -110,6 +113,6 @@ def test_check_prints_the_plan_and_a_bad_file_names_its_line(
     path.write_text(path.read_text().replace("levels = [0, 1]", "levels = [0]"))
     bad = hairline("attribute", str(path), "--check", home=tmp_path / "home", engine=engine_path)
     assert bad.returncode == 2
-    assert "attribute.toml:11: factors.cpu.levels: a factor needs two or more levels" in (
+    assert "attribute.toml:12: factors.cpu.levels: a factor needs two or more levels" in (
         bad.stdout + bad.stderr
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from hairline.cli import main
+from schema_check import check_schema
 
 
 def test_an_event_is_added_and_listed(tmp_path: Path) -> None:
@@ -23,6 +24,7 @@ def test_an_event_is_added_and_listed(tmp_path: Path) -> None:
     listed = runner.invoke(main, ["lab", "event", "list", "--json", *home])
     assert listed.exit_code == 0, listed.output
     (event,) = json.loads(listed.output)
+    check_schema("events", json.loads(listed.output))
     assert (event["kind"], event["note"], event["host"], event["created_by"]) == (
         "deploy", "schema v7", None, "cli")  # fmt: skip
     assert abs(event["ended_at"] - time.time()) < 60

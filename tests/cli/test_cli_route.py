@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from hairline.cli import main
+from schema_check import check_schema
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "routing"
 
@@ -21,6 +22,7 @@ def test_partition_reads_k_from_the_curve_and_writes_the_file(tmp_path: Path) ->
     assert done.exit_code == 0, done.output
     assert "4 partitions, average working set 14.0 functions" in done.output
     data = json.loads(out.read_text())
+    check_schema("partitions", data)
     # The sample service's op k belongs to group k % 4: each partition is one group.
     for partition in data["partitions"]:
         groups = {int(e.rsplit("/", 1)[1]) % 4 for e in partition["endpoints"]}
@@ -34,6 +36,7 @@ def test_partition_with_a_fixed_k_prints_json() -> None:
     )
     assert done.exit_code == 0, done.output
     assert len(json.loads(done.output)["partitions"]) == 2
+    check_schema("partitions", json.loads(done.output))
 
 
 def test_a_bad_k_is_named() -> None:

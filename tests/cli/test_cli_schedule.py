@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from hairline.cli import main
 from hairline.store.db import open_store
 from hairline.store.models import Experiment
+from schema_check import check_schema
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
 
@@ -47,6 +48,7 @@ def test_a_schedule_is_added_run_listed_and_removed(tmp_path: Path) -> None:
     listed = runner.invoke(main, ["lab", "schedule", "list", "--json", *home])
     assert listed.exit_code == 0, listed.output
     (schedule,) = json.loads(listed.output)
+    check_schema("schedules", json.loads(listed.output))
     assert schedule["experiment_file"] == str(path.resolve())
     assert schedule["every_s"] == 7200 and schedule["last_experiment_id"] == 1
     assert schedule["last_phase"] == "queued" and schedule["error"] is None

@@ -27,6 +27,7 @@ from hairline.hosts.runs import RunValue, load_runs
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Host, Run, Service, Trial
 from hairline.store.observations import write_observations
+from schema_check import check_schema
 
 R2_TRUTH = 0.6
 KERNELS = ("6.1.0-10", "6.1.0-13", "6.5.0-2", "6.8.0-1")
@@ -284,6 +285,7 @@ def test_lab_factors_prints_tables_and_json(store: Store, tmp_path: Path) -> Non
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
+    check_schema("host-factors", payload)
     assert abs(payload["r2"] - R2_TRUTH) < 0.05
     assert payload["best"][0]["factors"] == ["kernel"]
     assert payload["effects"][0]["factor"] == "kernel"

@@ -30,6 +30,7 @@ from hairline.hosts.node import NodeState, StartedNode, agent_of, stop_node, wat
 from hairline.kit.procs import session_members
 from hairline.store.db import Store, open_store
 from hairline.store.models import Host
+from schema_check import check_schema
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 NAME, NODE_IP = "fg", "127.0.0.5"
@@ -215,6 +216,8 @@ def test_sigterm_disables_the_host_stops_the_node_and_exits_0(
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     assert lines[0]["name"] == NAME and lines[0]["foreground"] is True
     assert lines[-1] == {"name": NAME, "stopped": True, "disabled": [NAME], "warning": None}
+    check_schema("agent-started", lines[0])
+    check_schema("agent-stopped", lines[-1])
     assert took_s < 20, took_s
     assert_nothing_left(foreground)
     host = host_row(store)

@@ -4,6 +4,7 @@ the engine through it. Every test leaves the original weights and no process beh
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from hairline.kraken.report import render_html, result_json
 from hairline.kraken.results import KrakenResult
 from hairline.kraken.run import plan_of, run_kraken
 from hairline.lb.haproxy import HAProxyRuntime
+from schema_check import check_schema
 
 pytestmark = pytest.mark.slow
 
@@ -72,6 +74,7 @@ def test_the_reports_carry_the_series_and_figure_8(cluster_run: KrakenResult) ->
     """False failure: none beyond the run it reads (the module's cluster_run, shared with the test
     above): the rest is the rendering."""
     doc = result_json(cluster_run)
+    check_schema("kraken-report", json.loads(json.dumps(doc)))
     assert doc["bottleneck"] == "cache" and doc["weights_restored"] is True
     steps = doc["test"]["steps"]
     assert steps and {"share", "weights", "levels", "values", "breakdown"} <= steps[0].keys()

@@ -17,6 +17,7 @@ from kraken_files import kraken_file, quiet_health, served_rate_health
 from conftest import live_processes_with
 from hairline.kraken.fleet import LocalFleet
 from hairline.lb.haproxy import HAProxyRuntime
+from schema_check import check_schema
 
 CONTROL_INTERVAL_S = 1.0
 
@@ -91,6 +92,7 @@ def test_sigterm_aborts_restores_and_exits_2_with_the_json(
     assert proc.returncode == 2, stdout + stderr
     assert HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend).weights() == original
     doc = json.loads(out.read_text())
+    check_schema("kraken-report", doc)
     assert doc["aborted"] is True and doc["weights_restored"] is True
     assert doc["stopped_by"] == "interrupted (SIGINT or SIGTERM)"
     assert "aborted" in stdout

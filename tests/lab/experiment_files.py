@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from schema_check import check_toml
+
 __all__ = ["AB", "Experiment", "write_experiment"]
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
@@ -97,6 +99,7 @@ def write_experiment(
     thresholds: Mapping[str, str] | None = None,
     start_args: str = "",
     wrap: str | None = None,
+    valid: bool = True,
 ) -> Experiment:
     """An experiment of the sample service (service ``sample-<tag>``) in ``folder``.
 
@@ -106,7 +109,9 @@ def write_experiment(
     ``thresholds`` add to its ``[service.metrics]`` (CPU 2%, anonymous memory 5%).
     ``start_args`` go on the sample service's command line; ``wrap`` is a shell command
     around it, with ``{command}`` where the service's command goes (a start command that
-    also leaves a daemon behind, say).
+    also leaves a daemon behind, say). Both files are checked against their JSON Schemas
+    (docs/schema/experiment.json, service.json) unless ``valid`` is False (a test of the
+    reader's errors).
     """
     folder.mkdir(parents=True, exist_ok=True)
     marker = _marker(tag)
@@ -131,4 +136,7 @@ def write_experiment(
         parts.append(_table("mode", mode))
     path = folder / "experiment.toml"
     path.write_text("\n".join(parts))
+    if valid:
+        check_toml("experiment", path)
+        check_toml("service", service_path)
     return Experiment(path=path, service_path=service_path, marker=f"--warmup-s {marker}")

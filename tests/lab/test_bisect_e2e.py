@@ -23,6 +23,7 @@ from test_lab_e2e import assert_nothing_left, hairline
 
 from hairline.store.db import open_store
 from hairline.store.models import Arm, Experiment
+from schema_check import check_schema
 
 SERVE = """#!/bin/sh
 # serve.sh COMMAND...: run the service's command with this revision's CPU regression.
@@ -102,6 +103,7 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
                     home=home, engine=engine_path, timeout_s=600)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out_json.read_text())
+    check_schema("bisection", result)
     assert result["status"] == "culprit"
     assert result["culprit"]["commit"] == commits[CULPRIT - 1]
     assert result["culprit"]["subject"] == "commit 5: add a cache miss on every request"

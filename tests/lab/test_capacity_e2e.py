@@ -20,6 +20,8 @@ import pytest
 from experiment_files import write_experiment
 from test_lab_e2e import assert_nothing_left, hairline
 
+from schema_check import check_schema
+
 SLEEPING = "--work sleep --threads 1"
 # Short, for a test: a knee to 15% (not 2%) and 1 s to confirm it. A batch still takes
 # 9-13 s (2026-11-28): the run's first second, each probe's interval of changed rate, the
@@ -55,6 +57,7 @@ def run_capacity(
     done = hairline(command, str(path), "--json", str(out), home=tmp_path / "home",
                     engine=engine_path, timeout_s=240)  # fmt: skip
     report = json.loads(out.read_text())
+    check_schema("experiment-report", report)
     report["returncode"] = done.returncode
     report["stdout"] = done.stdout + done.stderr
     assert_nothing_left(tmp_path / "home")

@@ -23,6 +23,7 @@ from hairline.arms.netns import leftovers, netns_available
 from hairline.lab.trials import cgroup_prefix
 from hairline.store.db import open_store
 from hairline.store.models import Experiment
+from schema_check import check_schema
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 pytestmark = [
@@ -97,6 +98,7 @@ def test_the_report_names_the_refused_connections_and_nothing_is_left(
     assert left(home) == []
     report = json.loads(hairline("report", "1", "--json", "-", home=home,
                                  engine=engine_path).stdout)  # fmt: skip
+    check_schema("experiment-report", report)
     notes = [n for n in report["notes"] if n.startswith("side effects")]
     # Each arm starts once per batch: 3 trials x 2 batches, one knock each.
     assert notes == [

@@ -27,6 +27,7 @@ from hairline.lab.trials import cgroup_prefix
 from hairline.store.db import open_store
 from hairline.store.models import Experiment, Host, Run, Trial
 from hairline.store.observations import read_observations
+from schema_check import check_schema
 
 ROOT = Path(__file__).parents[2]
 
@@ -114,6 +115,7 @@ def test_a_cpu_regression_is_flagged_in_every_report(tmp_path: Path, engine_path
                     "--junit", str(junit), home=home, engine=engine_path)  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(out.read_text())
+    check_schema("experiment-report", report)
     # JUnit for CI systems: valid against docs/schema/junit.xsd, the regression a failure.
     xmlschema.validate(str(junit), str(ROOT / "docs" / "schema" / "junit.xsd"))
     failed = ET.parse(junit).findall(".//testcase[failure]")
@@ -150,6 +152,7 @@ def test_an_aa_experiment_is_not_flagged_and_becomes_history(
     done = hairline("aa", str(path), "--json", str(out), home=home, engine=engine_path)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(out.read_text())
+    check_schema("experiment-report", report)
     assert report["kind"] == "aa"
     # Both arms ran the baseline: B's regression switch is not applied in an A/A.
     assert [arm["source"] for arm in report["arms"]] == ["the service's start command", "same as A"]
@@ -161,6 +164,7 @@ def test_an_aa_experiment_is_not_flagged_and_becomes_history(
     assert_nothing_left(home)
     status = hairline("status", "--json", home=home, engine=engine_path)
     [row] = json.loads(status.stdout)
+    check_schema("experiment-list", json.loads(status.stdout))
     assert row["kind"] == "aa" and row["phase"] == "done"
 
 
@@ -197,6 +201,7 @@ def test_a_file_with_several_mistakes_reports_them_all_and_runs_nothing(
         load={"rate_per_s": -1},
         design={"trials": 0},
         start_args="{cores}",
+        valid=False,
     ).path
     home = tmp_path / "home"
     done = hairline("run", str(path), home=home, engine=engine_path)
@@ -285,6 +290,7 @@ def assert_reports_read_the_stored_analysis(home: Path, engine_path: Path) -> No
     """Experiment 1's reports: stdout carries only the document asked for (the panel goes
     to stderr), read from the analysis stored when it finished; --reanalyse redoes it."""
     as_json = hairline("report", "1", "--json", "-", home=home, engine=engine_path)
+    check_schema("experiment-report", json.loads(as_json.stdout))
     assert json.loads(as_json.stdout)["experiment_id"] == 1
     assert "HTML report" in as_json.stderr
     as_markdown = hairline("report", "1", "--markdown", "-", home=home, engine=engine_path)
@@ -379,6 +385,7 @@ def test_the_nginx_example_builds_each_arm_once_and_then_from_the_cache(
     second = hairline("run", str(path), "--json", str(tmp_path / "2.json"), home=home,
                       engine=engine_path)  # fmt: skip
     assert "A: cached" in second.stdout and "B: cached" in second.stdout
+    check_schema("experiment-report", json.loads((tmp_path / "2.json").read_text()))
     arms = json.loads((tmp_path / "2.json").read_text())["arms"]
     assert [a["build_cached"] for a in arms] == [True, True]
     assert arms[0]["build_key"] != arms[1]["build_key"]
@@ -408,6 +415,7 @@ def test_a_batch_whose_arm_dies_is_run_again_and_the_report_says_why(
     done = hairline("run", str(path), "--json", str(out), home=home, engine=engine_path)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     report = json.loads(out.read_text())
+    check_schema("experiment-report", report)
     assert report["phase"] == "done" and report["trials_done"] == 1
     rerun = [n for n in report["notes"] if "was spoiled and run again" in n]
     assert len(rerun) == 1 and "arm A" in rerun[0], report["notes"]
@@ -442,6 +450,7 @@ def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled
     done = hairline("run", str(path), "--json", str(out), home=home, engine=engine_path)
     assert done.returncode == 1, done.stdout + done.stderr
     report = json.loads(out.read_text())
+    check_schema("experiment-report", report)
     [note] = [n for n in report["notes"] if n.startswith("rate calibrated to")]
     assert "for 50% busy" in note
     store = open_store(home=home)

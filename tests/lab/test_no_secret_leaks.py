@@ -6,6 +6,7 @@ or file under the lab's home holds it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from experiment_files import write_experiment
+
+from schema_check import check_schema
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 
@@ -88,6 +91,13 @@ def test_the_database_password_is_in_no_command_line_output_event_or_file(
     status, report, process = others
     assert status.returncode == 0 and process.returncode == 0, (status.stderr, process.stderr)
     assert report.returncode in (0, 1), report.stderr  # 1: the A/B flagged something
+    # The documents a real run on PostgreSQL wrote, each against its schema.
+    check_schema("experiment-report", json.loads((outputs / "run.json").read_text()))
+    check_schema("experiment-report", json.loads(report.stdout))
+    events = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
+    assert {"queued", "phase", "trial", "batch", "done"} <= {e["event"] for e in events}
+    for event in events:
+        check_schema("progress-event", event)
 
     assert seen == []
     texts = {"run": run.stdout + run.stderr}

@@ -15,6 +15,7 @@ from experiment_files import write_experiment
 from test_lab_e2e import assert_nothing_left, hairline
 
 from hairline.profile.perf import perf_binary
+from schema_check import check_schema
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +38,7 @@ def run_profiled(tmp_path: Path, engine_path: Path, arms: dict[str, object], **k
                     home=tmp_path / "home", engine=engine_path, timeout_s=600)  # fmt: skip
     assert done.returncode in (0, 1), done.stdout + done.stderr
     report = json.loads(out.read_text())
+    check_schema("experiment-report", report)
     report["stdout"] = done.stdout
     assert_nothing_left(tmp_path / "home")
     return report

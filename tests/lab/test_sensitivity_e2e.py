@@ -9,6 +9,8 @@ from pathlib import Path
 from experiment_files import write_experiment
 from test_lab_e2e import assert_nothing_left, hairline
 
+from schema_check import check_schema
+
 
 def test_sensitivity_runs_an_aa_and_reads_it_again_with_other_metrics(
     tmp_path: Path, engine_path: Path
@@ -24,6 +26,7 @@ def test_sensitivity_runs_an_aa_and_reads_it_again_with_other_metrics(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "noise per trial" in done.stdout and "cpu_ns_per_request" in done.stdout
     measured = json.loads(out.read_text())
+    check_schema("sensitivity", measured)
     (cpu,) = measured["metrics"]
     assert cpu["metric"] == "cpu_ns_per_request" and cpu["aa_trials"] == 3
     assert cpu["sd_per_trial_rel"] > 0 and measured["trial_s"] > 0
@@ -36,6 +39,7 @@ def test_sensitivity_runs_an_aa_and_reads_it_again_with_other_metrics(
                      "--json", "-", home=home, engine=engine_path)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["metrics"][0]["metric"] == "latency_p99_us"
+    check_schema("sensitivity", json.loads(again.stdout))
 
     unknown = hairline("sensitivity", str(experiment.path), "--from-experiment",
                        str(measured["experiment_id"]), "--metric", "nope",

@@ -11,6 +11,7 @@ from rich.console import Console
 from hairline.lab.bisect import Bisection, Revision, StepResult
 from hairline.report.bisect import headline, print_bisection, render_bisection_markdown
 from hairline.stats.bisection import Finished, Outcome, Step
+from schema_check import check_schema
 
 REVISIONS = tuple(Revision(f"{i:x}" * 40, f"commit {i + 1}: tidy up") for i in range(8))
 
@@ -60,6 +61,7 @@ def test_the_terminal_shows_the_table_and_the_culprit() -> None:
 
 def test_json_is_plain_data_with_the_culprit_and_the_range() -> None:
     data = json.loads(json.dumps(FOUND.as_json()))
+    check_schema("bisection", data)
     assert data["status"] == "culprit" and data["experiments"] == 5
     assert data["culprit"] == {"commit": "4" * 40, "subject": "commit 5: tidy up"}
     assert data["range"] == ["3" * 40, "4" * 40]

@@ -19,6 +19,7 @@ from hairline.report.context import (
 )
 from hairline.report.html import render_html
 from hairline.report.terminal import print_experiment
+from schema_check import check_schema
 
 
 def curve(arm: str, batch: int, knee: float) -> CapacityCurve:
@@ -70,6 +71,7 @@ def test_the_terminal_names_the_mode_and_each_arms_capacity() -> None:
 
 def test_the_json_report_has_the_mode_capacities_and_curves() -> None:
     data = json.loads(json.dumps(experiment_json(make_report(mode="capacity", curves=CURVES))))
+    check_schema("experiment-report", data)
 
     assert data["mode"] == "capacity"
     assert [c["arm"] for c in data["capacity"]] == ["A", "B"]

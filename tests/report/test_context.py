@@ -25,6 +25,7 @@ from hairline.report.context import (
     metric_trials,
 )
 from hairline.store.observations import Observations, read_observations, write_observations
+from schema_check import check_schema
 
 COLD_ROWS = 40  # requests served cold (three times slower) at the start of every trial
 
@@ -151,6 +152,7 @@ def test_the_json_contract_round_trips(tmp_path: Path) -> None:
     report = experiment(observations, html_path=tmp_path / "report.html")
     payload = experiment_json(report)
     assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+    check_schema("experiment-report", payload)
 
     assert payload["schema"] == JSON_SCHEMA
     assert payload["experiment_id"] == 7 and payload["kind"] == "ab"
@@ -198,11 +200,13 @@ def test_undefined_statistics_become_null(tmp_path: Path) -> None:
     [metric] = payload["analysis"]["metrics"]
     assert metric["effect_rel"] is None and metric["verdict"] == "no change"
     assert json.dumps(payload, allow_nan=False)
+    check_schema("experiment-report", payload)
 
 
 def test_a_failed_experiment_has_no_analysis_and_no_trials() -> None:
     payload = experiment_json(experiment(None, phase="failed", failure="no CPUs free"))
     assert payload["analysis"] is None and payload["per_trial"] == {}
+    check_schema("experiment-report", payload)
     assert payload["failure"] == "no CPUs free" and payload["regression"] is False
     assert payload["headline"] == {"status": "failed", "text": "failed: no CPUs free"}
 

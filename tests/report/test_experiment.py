@@ -33,6 +33,7 @@ from hairline.report.terminal import print_experiment
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Trial
 from hairline.store.observations import write_observations
+from schema_check import check_schema
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
 
@@ -145,6 +146,7 @@ def _report(store: Store, experiment_id: int) -> tuple[int, dict[str, object]]:
         ["report", str(experiment_id), "--db", store.url, "--home", str(store.home),
          "--json", "-"],
     )  # fmt: skip
+    check_schema("experiment-report", json.loads(result.stdout))
     return result.exit_code, json.loads(result.stdout)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hairline.lb.launch import HAPROXY
+from schema_check import check_schema
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "routing"
 
@@ -49,6 +50,7 @@ def test_semantic_routing_lowers_cpu_per_request_through_the_lab(
     # An improvement is not a regression: exit status 0.
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(out.read_text())
+    check_schema("experiment-report", report)
     cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
     assert cpu["verdict"] == "improvement", {k: cpu[k] for k in ("effect_rel", "ci_rel", "model")}
     assert cpu["ci_rel"][1] < 0, cpu

@@ -10,6 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from hairline.cli import main
+from schema_check import check_schema
 
 Commit = Callable[[Mapping[str, str | None]], str]  # the `commit` fixture (conftest.py)
 
@@ -30,6 +31,7 @@ def test_one_diff_as_json(repo: Path, commit: Commit, tmp_path: Path) -> None:
                     "--profile", str(tmp_path / "p.folded"), "--threshold", "5%",
                     "--json")  # fmt: skip
     data = json.loads(out)
+    check_schema("suggestion", data)
     assert code == 0 and data["test"] is True and data["share"] == 0.1
     assert [e["endpoint"] for e in data["endpoints"]] == ["POST /item"]
     assert data["functions"][0]["name"] == "app.item"
@@ -55,6 +57,7 @@ def test_the_budget_picks_the_costliest_diffs(repo: Path, commit: Commit, tmp_pa
                     "--hours-per-test", "1", "--json")  # fmt: skip
     assert code == 0
     assert [(d["head"], d["chosen"]) for d in json.loads(out)["diffs"]] == [(b, False), (c, True)]
+    check_schema("suggestions", json.loads(out))
 
 
 def test_mistakes_are_named(repo: Path, commit: Commit, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from hairline.cli import main
+from schema_check import check_schema
 
 pytestmark = pytest.mark.slow
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "suggest"
@@ -37,6 +38,7 @@ def test_suggest_selects_only_the_endpoint_the_change_reaches(shop: Path) -> Non
                                      "--json"])  # fmt: skip
     assert done.exit_code == 0, done.output
     found = json.loads(done.output)
+    check_schema("suggestion", found)
     assert found["test"] is True
     assert [f["name"] for f in found["functions"]] == ["shop.invoice_tax"]
     assert [e["endpoint"] for e in found["endpoints"]] == ["GET /invoice"]
@@ -72,6 +74,7 @@ def test_the_suggested_experiment_flags_the_regression(
     assert done.returncode == 1, done.stdout + done.stderr  # 1: a regression
     assert "replaying /invoice 100.0%" in done.stdout
     data = json.loads(report.read_text())
+    check_schema("experiment-report", data)
     assert 3 <= data["trials_done"] <= 8
     verdicts = {m["metric"]: m["verdict"] for m in data["analysis"]["metrics"]}
     assert data["regression"] is True and verdicts["cpu_ns_per_request"] == "regression"

@@ -18,6 +18,7 @@ import pytest
 
 from hairline.store.db import open_store
 from hairline.tune import runs
+from schema_check import check_schema
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +86,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     done = hairline(folder, "tune", "tune.toml", "--json", "out.json", "--output", "best",
                     "--html", "tune.html")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+    check_schema("tuning", json.loads((folder / "out.json").read_text()))
     return folder, json.loads((folder / "out.json").read_text())
 
 
@@ -129,6 +131,8 @@ def test_the_runs_are_listed_and_shown_again_from_the_database(
     assert [r["run"] for r in json.loads(listed.stdout)] == [result["run"]]
     shown = hairline(folder, "tuning", "show", str(result["run"]), "--json", "-")
     assert json.loads(shown.stdout)["evaluations"] == result["evaluations"]
+    check_schema("tuning", json.loads(listed.stdout))
+    check_schema("tuning", json.loads(shown.stdout))
 
 
 def test_an_interrupted_run_is_resumed_where_it_stopped(tmp_path: Path) -> None:

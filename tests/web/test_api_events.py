@@ -10,6 +10,7 @@ from webseed import seed
 from hairline.store.db import Store
 from hairline.web.app import create_app
 from hairline.web.auth import create_token
+from schema_check import check_api
 
 
 def test_a_submit_token_records_an_event_that_a_read_token_lists(web_lab: WebLab) -> None:
@@ -51,6 +52,7 @@ def test_another_teams_service_is_theirs_to_record_events_of(store: Store) -> No
     def post(token: str, service: str) -> tuple[int, dict[str, object]]:
         answer = client.post("/api/v1/events", headers={"Authorization": f"Bearer {tokens[token]}"},
                              json={"kind": "deploy", "service": service, "at": "-2h"})  # fmt: skip
+        check_api("POST", "/api/v1/events", answer.status_code, answer.json())
         return answer.status_code, answer.json()
 
     status, refused = post("theirs", "api")

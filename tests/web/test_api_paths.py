@@ -10,6 +10,7 @@ from hairline.store.db import Store
 from hairline.store.models import Experiment
 from hairline.web.app import create_app
 from hairline.web.auth import create_token
+from schema_check import check_api
 
 
 def test_a_failures_paths_are_relative_to_the_lab(store: Store) -> None:
@@ -23,9 +24,15 @@ def test_a_failures_paths_are_relative_to_the_lab(store: Store) -> None:
     token = create_token(store, name="r", team="demo", scope="read")
     client = TestClient(create_app(store))
     auth = {"Authorization": f"Bearer {token}"}
-    shown = client.get(f"/api/v1/experiments/{failed}", headers=auth).json()
-    listed = client.get("/api/v1/experiments", headers=auth).json()["items"][0]
-    gate = client.get(f"/api/v1/experiments/{failed}/gate", headers=auth).json()
+    answers = {
+        path: client.get(path, headers=auth)
+        for path in (f"/api/v1/experiments/{failed}", "/api/v1/experiments",
+                     f"/api/v1/experiments/{failed}/gate")
+    }  # fmt: skip
+    for path, answer in answers.items():
+        check_api("GET", path, answer.status_code, answer.json())
+    shown, listing, gate = (a.json() for a in answers.values())
+    listed = listing["items"][0]
     relative = f"experiments/{failed}/runs/t0b0a1-A.log"
     for answer in (shown, listed):
         assert answer["failure"] == f"the arm exited (code 1); its log {relative}"

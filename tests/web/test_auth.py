@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 from weblab import HAIRLINE, WebLab, http
+
+from schema_check import check_schema
 
 
 def hairline(web_lab: WebLab, *args: str) -> subprocess.CompletedProcess[str]:
@@ -40,6 +43,11 @@ def test_a_revoked_token_is_refused_at_once(web_lab: WebLab) -> None:
     listed = hairline(web_lab, "token", "list")
     assert any(line.startswith("ci-bot\t") and "revoked" in line
                for line in listed.stdout.splitlines())  # fmt: skip
+    as_json = json.loads(hairline(web_lab, "token", "list", "--json").stdout)
+    check_schema("tokens", as_json)
+    assert {"name": "ci-bot", "revoked": True}.items() <= next(
+        t for t in as_json if t["name"] == "ci-bot"
+    ).items()
     again = hairline(web_lab, "token", "revoke", "ci-bot")
     assert again.returncode == 2 and "no live token named 'ci-bot'" in again.stderr
 

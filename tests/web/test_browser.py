@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from weblab import HAIRLINE, WebLab, experiment_toml, submission, wait_ended
 
+from schema_check import check_schema
+
 pytestmark = pytest.mark.slow
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -105,6 +107,7 @@ def test_every_page_renders_a_real_regression_and_a_real_aa_run(
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert shown.returncode == 1, shown.stderr  # 1: the regression
+    check_schema("experiment-report", json.loads((tmp_path / "r.json").read_text()))
     cert = json.loads((tmp_path / "r.json").read_text())["analysis"]["metrics"][0]["certificate"]
     assert cert["aa_history"]["runs"] == 1 and cert["mde"] > 0, cert
     page.goto(report_html.as_uri())

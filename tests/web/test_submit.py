@@ -12,6 +12,7 @@ from hairline.errors import ConfigError, HairlineError
 from hairline.store.db import Store
 from hairline.web.commands import register_command, registered_set
 from hairline.web.submit import DEFAULT_ENV, Accepted, env_key_problem, read_submission
+from schema_check import check_toml
 
 # The keys a security review found accepted by the old denylist (issue 28), and the usual.
 DANGEROUS = [
@@ -85,3 +86,14 @@ def test_the_suggest_tables_files_stay_inside_the_submission(tmp_path: Path) -> 
                         lambda _service: registry())  # fmt: skip
     [problem] = caught.value.problems
     assert problem.field == "suggest.profiles" and "'/etc/shadow' is outside" in problem.message
+
+
+def test_the_files_the_web_tests_submit_validate_against_their_schemas(tmp_path: Path) -> None:
+    """docs/schema/experiment.json and service.json accept what these tests submit."""
+    for kind, text in (
+        ("experiment", experiment_toml(b_args='args = ["--regress-cpu", "0.10"]')),
+        ("service", service_toml(extra='env = { RUST_LOG = "warn" }')),
+    ):
+        path = tmp_path / f"{kind}.toml"
+        path.write_text(text)
+        check_toml(kind, path)

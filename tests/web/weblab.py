@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from hairline.kit.procs import stop_process
+from schema_check import check_api
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sample-service"
@@ -56,7 +58,8 @@ class WebLab:
 def http(
     method: str, url: str, *, token: str | None = None, body: Any = None, timeout_s: float = 30
 ) -> tuple[int, Any, Mapping[str, str]]:
-    """One HTTP request by the standard library (what a CI script would use)."""
+    """One HTTP request by the standard library (what a CI script would use); a JSON answer
+    of the API is checked against docs/schema/api.json (tests/schema_check.py)."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json"} if data is not None else {}
     if token is not None:
@@ -69,7 +72,11 @@ def http(
         status, raw, got = err.code, err.read(), err.headers
     text = raw.decode()
     kind = got.get("content-type", "")
-    return status, json.loads(text) if "json" in kind and text else text, got
+    answer = json.loads(text) if "json" in kind and text else text
+    path = urllib.parse.urlsplit(url).path
+    if path.startswith("/api/v1/") and "json" in kind and not path.endswith("openapi.json"):
+        check_api(method, path, status, answer)  # every JSON answer against its schema
+    return status, answer, got
 
 
 def service_toml(start: str = START, *, name: str = SERVICE, extra: str = "") -> str:
