@@ -249,6 +249,7 @@ def test_a_bad_score_query_is_a_422_that_names_the_fix(
     assert "no score group 'gpu'" in unknown["error"] and "are: cpu" in unknown["hint"]
     assert "'cpu' is not GROUP:WEIGHT" in refused("weights=cpu")["error"]
     assert "not valid" in refused("pass_score=50&marginal_score=60")["error"]
+    assert "groups.cpu.weight: Input should be less" in refused("weights=cpu:1e7")["error"]
     assert refused("judge=vote")["problems"][0]["field"] == "query.judge"
     assert refused("wait_s=601")["problems"][0]["field"] == "query.wait_s"
     assert parse_weights(" cpu:3, memory:0.5 ,") == {"cpu": 3.0, "memory": 0.5}

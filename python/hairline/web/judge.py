@@ -120,9 +120,11 @@ def _overridden(config: ScoreConfig, query: JudgeQuery) -> ScoreConfig:
         return ScoreConfig.model_validate(fields)
     except ValidationError as err:
         first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "score"
         raise BadJudgeQuery(
-            f"the score's settings for this request are not valid: {first['msg']}",
-            hint="pass_score and marginal_score are 0-100, marginal_score at most pass_score",
+            f"the score's settings for this request are not valid: {field}: {first['msg']}",
+            hint="a weight is above 0 and at most 1,000,000; pass_score and marginal_score "
+            "are 0-100, marginal_score at most pass_score",
         ) from None
 
 
