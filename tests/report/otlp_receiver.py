@@ -77,6 +77,7 @@ class Receiver:
         self.server = server
         self.requests: list[ExportMetricsServiceRequest] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []  # each request's, names in lower case
 
     @property
     def url(self) -> str:
@@ -100,6 +101,7 @@ def receiver() -> Iterator[Receiver]:
             elif encoding == "deflate":
                 body = zlib.decompress(body)
             found.paths.append(self.path)
+            found.headers.append({k.lower(): v for k, v in self.headers.items()})
             if self.path != "/v1/metrics":
                 self.send_error(404)
                 return

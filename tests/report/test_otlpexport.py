@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,17 +86,26 @@ def test_the_verdicts_and_trials_arrive_as_the_json_report_has_them(
 ) -> None:
     """False failure: none: seeded rngs (test_experiment's store); the receiver is this
     process's own server on loopback."""
+    # The exporter's own settings apply: a vendor's key, resource attributes of one's own
+    # (what hairline sets wins: service.name stays the service measured).
+    settings = {
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=k3y",
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=ci,service.name=other",
+    }
     with receiver() as otlp:
-        result = report(stored, "--otlp", otlp.url, env=GITHUB_PULL_REQUEST)
+        result = report(stored, "--otlp", otlp.url, env={**GITHUB_PULL_REQUEST, **settings})
     assert result.exit_code == 1, result.output  # the change's regression: as without --otlp
     payload = json.loads(result.stdout)
     assert otlp.paths == ["/v1/metrics"]  # the base URL was given; the metrics path added
+    assert otlp.headers[0]["x-api-key"] == "k3y"
+    assert otlp.headers[0]["content-type"] == "application/x-protobuf"
     assert f"sent {len(otlp.points())} OTLP points to {otlp.url}/v1/metrics" in result.stderr
     points = otlp.points()
     resource = points[0].resource
     assert resource["service.name"] == payload["service"] == "sample-service"
     assert resource["vcs.change.id"] == "1075" and resource["cicd.pipeline.run.id"] == "9753949763"
     assert resource["telemetry.sdk.name"] == "opentelemetry"
+    assert resource["deployment.environment.name"] == "ci"
     assert all(p.resource == resource and p.scope == "hairline" for p in points)
     assert {p.attributes["hairline.experiment.id"] for p in points} == {payload["experiment_id"]}
 
@@ -207,3 +217,16 @@ def test_an_endpoint_that_answers_an_error_is_named_with_its_status(
     warning = " ".join(result.stderr.split())
     assert f"warning: OTLP export to {otlp.url}/v1/traces failed" in warning
     assert "(HTTP 404 Not Found)" in warning, warning
+
+
+@pytest.mark.parametrize("command", ["run", "aa", "demo"])
+def test_run_aa_and_demo_take_otlp_and_check_it_before_running(command: str) -> None:
+    """`--check` stops before anything runs (demo has none: its bad URL is enough)."""
+    example = str(Path(__file__).parents[2] / "examples" / "sample-service" / "experiment.toml")
+    args = [] if command == "demo" else [example, "--check"]
+    bad = CliRunner().invoke(main, [command, *args, "--otlp", "ftp://collector:4318"])
+    assert bad.exit_code == 2, bad.output
+    assert "is not an http(s) URL with a host" in bad.output
+    if command != "demo":
+        good = CliRunner().invoke(main, [command, *args, "--otlp", "http://127.0.0.1:4318"])
+        assert good.exit_code == 0 and ": ok (" in good.output, good.output
