@@ -327,6 +327,13 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             )
         ]
         created, started, finished = row.created_at, row.started_at, row.finished_at
+        trial_ends = session.execute(
+            select(Trial.index, Trial.finished_at).where(
+                Trial.experiment_id == experiment_id,
+                Trial.state == "done",
+                Trial.finished_at.is_not(None),
+            )
+        ).all()
         service_name = service.name if service else config.service.name
     analysis: Analysis | None = None
     observations: Observations | None = None
@@ -372,6 +379,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         aa_records=aa_records(store, history, config.analysis.alpha),
         functions=functions,
         functions_note=functions_note,
+        trial_ended_at={i: at for i, ended in trial_ends if (at := _time(ended)) is not None},
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,
