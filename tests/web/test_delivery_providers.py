@@ -16,11 +16,9 @@ from weblab import WebLab
 EXAMPLES = Path(__file__).parents[2] / "examples"
 # False failure of every test here: the events that fail tests/web/test_gate_cli.py's gate
 # tests, which state at most about 1e-3 through the session's web_runs
-# (tests/web/conftest.py): an A/A verdict at alpha 0.0005 flagged as a regression, or the
-# 30% regression (about ten times its interval's half-width past the 2% threshold) not
-# found. That figure counts two deciding metrics; the A/A now has seven (the lab's latency,
-# goodput and error rate too), so a union bound gives up to 3.5e-3 (correlated latencies
-# make it less): the fixture's A/A alpha, not these tests, would have to change.
+# (tests/web/conftest.py): one of the A/A's seven deciding verdicts at alpha 0.0001 flagged
+# as a regression (a union bound: 7e-4), or the 30% regression (about ten times its
+# interval's half-width past the 2% threshold) not found.
 
 
 def argo_metrics() -> dict[str, dict[str, Any]]:
