@@ -4,15 +4,18 @@ progress), each declared once so that every command spells and documents it alik
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.markup import escape
 
 from hairline.errors import ConfigError
 from hairline.hosts.agent import ray_environment
+from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.report.otlpexport import DEFAULT_TIMEOUT_S, OtlpTarget, metrics_url
 from hairline.store.db import DEFAULT_HOME, url_has_password, url_shown
 
@@ -30,6 +33,7 @@ __all__ = [
     "report_options",
     "store_options",
     "wait_option",
+    "write_json_output",
 ]
 
 # How long `hairline run` waits for hosts or a Ray head before it gives up (exit 3): long
@@ -201,3 +205,14 @@ def document_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ):
         fn = option(fn)
     return fn
+
+
+def write_json_output(out: Console, path: Path, payload: Any) -> None:
+    """A command's ``--json PATH``: the file, whole or not at all, and a line saying so on
+    ``out``; for ``-``, the JSON alone on stdout (``out`` is then stderr: see
+    ``console(json_path)``), never a file named ``-``."""
+    if str(path) == "-":
+        click.echo(json.dumps(to_jsonable(payload), indent=2))
+    else:
+        write_json(path, payload)
+        out.print(f"wrote {path}")
