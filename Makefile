@@ -11,7 +11,7 @@ ENGINE_SOURCES := $(shell find engine/src -name '*.rs') engine/Cargo.toml Cargo.
 # System packages the tests and benchmarks talk to for real (installed when missing, as root).
 SYSDEPS := nginx wrk postgresql haproxy chromium nftables bubblewrap linux-perf
 
-.PHONY: all build bytecode demo test lint typecheck rust-tests test-rust test-py test-shared test-alone sysdeps bench clean
+.PHONY: all build bytecode wheel demo test lint typecheck rust-tests test-rust test-py test-shared test-alone sysdeps bench clean
 
 all: build
 
@@ -48,6 +48,12 @@ bytecode: $(STAMP)
 	@$(PY) -m compileall -q python/hairline
 
 build: $(STAMP) $(HTMX) bytecode
+
+# A wheel that works without the clone (README, "Install on a lab machine"): the engine,
+# the `hairline` command and every package file, the vendored browser code included
+# (gitignored, so only present after $(HTMX)). The venv's maturin builds it: no download.
+wheel: $(STAMP) $(HTMX)
+	$(PIP) wheel --no-deps --no-build-isolation --wheel-dir dist .
 
 sysdeps:
 	@missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

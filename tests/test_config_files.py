@@ -69,6 +69,25 @@ def test_a_utilization_outside_zero_to_one_is_refused(tmp_path: Path) -> None:
         load_experiment(experiment(tmp_path, "duration_s = 2\ntarget_utilization = 1.5", ""))
 
 
+def test_the_score_section_is_read_and_its_problems_named_with_their_line(
+    tmp_path: Path,
+) -> None:
+    score = (
+        "trials = 5\n[analysis.score]\npass_score = 90\nmarginal_score = 60\n"
+        '[analysis.score.groups.cpu]\nweight = 3\nmetrics = ["cpu_ns_per_request"]\n'
+        "critical = true\n"
+    )
+    config = load_experiment(experiment(tmp_path, "duration_s = 2", score))
+    assert (config.analysis.score.pass_score, config.analysis.score.marginal_score) == (90, 60)
+    assert config.analysis.score.groups["cpu"].weight == 3
+    assert config.analysis.score.groups["cpu"].critical
+    bad = score.replace("weight = 3", "weight = -1").replace("= 60", "= 95")
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(experiment(tmp_path, "duration_s = 2", bad))
+    text = str(caught.value)
+    assert "analysis.score.groups.cpu.weight" in text and "greater than 0" in text, text
+
+
 def test_built_in_metrics_carry_their_direction(tmp_path: Path) -> None:
     assert builtin_direction("goodput_per_s") == "lower-is-worse"
     assert builtin_direction("cpu_ns_per_request") == "higher-is-worse"

@@ -29,6 +29,7 @@ __all__ = [
     "marker",
     "next_page",
     "plan_comment",
+    "plan_notes",
 ]
 
 # GitHub refuses comment bodies over 65,536 characters.
@@ -139,3 +140,17 @@ def plan_comment(
         action="update", method="PATCH", url=first.url, body=body, comment_id=first.id,
         html_url=first.html_url, duplicates=tuple(c.id for c in ours[1:]), foreign=foreign,
     )  # fmt: skip
+
+
+def plan_notes(plan: CommentPlan, author: str) -> list[str]:
+    """What the plan leaves alone, one line each, for stderr: other comments of ours with
+    the marker, and others' comments that carry it."""
+    notes = []
+    if plan.duplicates:
+        others = ", ".join(str(d) for d in plan.duplicates)
+        notes.append(f"note: comments {others} also carry the marker; left as they are")
+    if plan.foreign:
+        others = ", ".join(str(d) for d in plan.foreign)
+        notes.append(f"note: comments {others} carry the marker but are not {author}'s; "
+                     "left as they are")  # fmt: skip
+    return notes

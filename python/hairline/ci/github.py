@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from hairline import __version__
-from hairline.ci.comment import Comment, CommentPlan, next_page
+from hairline.ci.comment import Comment, CommentPlan, next_page, plan_comment
 from hairline.errors import HairlineError
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "GitHub",
     "GitHubError",
     "apply_plan",
+    "comment_plan",
     "list_comments",
     "whoami",
 ]
@@ -145,6 +146,17 @@ def list_comments(github: GitHub, owner: str, name: str, pr: int) -> list[Commen
             comments.append(comment)
         url = next_page(link)
     return comments
+
+
+def comment_plan(
+    github: GitHub, owner: str, name: str, pr: int, *, key: str, markdown: str, author: str
+) -> tuple[CommentPlan, int]:
+    """What to write to the pull request's comment of ``key`` (ci/comment.py's choice over
+    every comment it has), and how many comments it has."""
+    comments = list_comments(github, owner, name, pr)
+    plan = plan_comment(comments, key=key, markdown=markdown,
+                        create_url=github.comments_url(owner, name, pr), author=author)  # fmt: skip
+    return plan, len(comments)
 
 
 def apply_plan(github: GitHub, plan: CommentPlan) -> str:

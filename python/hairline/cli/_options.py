@@ -4,15 +4,19 @@ progress), each declared once so that every command spells and documents it alik
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 from rich.markup import escape
 
 from hairline.errors import ConfigError
 from hairline.hosts.agent import ray_environment
+from hairline.kit.jsonout import to_jsonable, write_json
+from hairline.report.otlpexport import DEFAULT_TIMEOUT_S, OtlpTarget, metrics_url
 from hairline.store.db import DEFAULT_HOME, url_has_password, url_shown
 
 __all__ = [
@@ -23,10 +27,13 @@ __all__ = [
     "document_options",
     "esc",
     "junit_option",
+    "otlp_options",
+    "otlp_target",
     "progress_option",
     "report_options",
     "store_options",
     "wait_option",
+    "write_json_output",
 ]
 
 # How long `hairline run` waits for hosts or a Ray head before it gives up (exit 3): long
@@ -86,6 +93,7 @@ def report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                       help="Write a Markdown report ('-' for stdout); also appended to "
                       "$GITHUB_STEP_SUMMARY when that is set.")(fn)  # fmt: skip
     fn = junit_option(fn)
+    fn = otlp_options(fn)
     return click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
                         help="Copy the self-contained HTML report here.")(fn)  # fmt: skip
 
@@ -97,6 +105,30 @@ def junit_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         "regression (or, unless the service's gate lets it pass, an inconclusive verdict) a "
         "failure.",
     )(fn)  # fmt: skip
+
+
+def _otlp_url(_ctx: click.Context, _param: click.Parameter, endpoint: str | None) -> str | None:
+    # Checked before anything runs: a typo must not surface after an hour of trials.
+    return None if endpoint is None else metrics_url(endpoint)
+
+
+def otlp_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--otlp URL`` (into ``otlp_url``, the full metrics URL) and ``--otlp-timeout-s``."""
+    fn = click.option(
+        "--otlp-timeout-s", type=click.FloatRange(0.1, 300), default=DEFAULT_TIMEOUT_S,
+        show_default=True, metavar="SECONDS",
+        help="How long --otlp may take, retries included; then a warning, nothing more.",
+    )(fn)  # fmt: skip
+    return click.option(
+        "--otlp", "otlp_url", metavar="URL", callback=_otlp_url,
+        help="Send the verdicts and per-trial values as OpenTelemetry gauges to this "
+        "OTLP/HTTP endpoint (a collector's http://HOST:4318; /v1/metrics is added to a URL "
+        "without a path). A failed export warns and changes no exit status.",
+    )(fn)  # fmt: skip
+
+
+def otlp_target(url: str | None, timeout_s: float) -> OtlpTarget | None:
+    return None if url is None else OtlpTarget(url, timeout_s)
 
 
 def backend_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -173,3 +205,14 @@ def document_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ):
         fn = option(fn)
     return fn
+
+
+def write_json_output(out: Console, path: Path, payload: Any) -> None:
+    """A command's ``--json PATH``: the file, whole or not at all, and a line saying so on
+    ``out``; for ``-``, the JSON alone on stdout (``out`` is then stderr: see
+    ``console(json_path)``), never a file named ``-``."""
+    if str(path) == "-":
+        click.echo(json.dumps(to_jsonable(payload), indent=2))
+    else:
+        write_json(path, payload)
+        out.print(f"wrote {path}")

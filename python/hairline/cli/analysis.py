@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from hairline.cli._base import EXIT_OK, EXIT_REGRESSION, console, main
+from hairline.cli._options import write_json_output
 from hairline.config import MetricPolicy, parse_directions, parse_threshold, parse_thresholds
 from hairline.errors import ConfigError
-from hairline.kit.jsonout import write_json
 from hairline.lab.analysis import AnalysisOptions
 from hairline.lab.analysis import analyze as run_analysis
 from hairline.lab.plan import (
@@ -66,7 +66,8 @@ from hairline.store.observations import read_observations
 @click.option("--request-s", type=float, default=0.05, show_default=True)
 @click.option("--repetition-s", type=float, default=0.05, show_default=True)
 @click.option("--max-hosts", type=click.IntRange(2), default=64, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the result as JSON ('-' for stdout).")  # fmt: skip
 def plan(
     endpoint: int | None,
     components: str | None,
@@ -134,7 +135,7 @@ def plan(
             ),
             effect=effect,
         )
-    out = console()
+    out = console(json_path)
     print_plan(report, out)
     out.print(
         f"trials: the fewest at which the fallback model and the verdict rule label a true "
@@ -143,8 +144,7 @@ def plan(
         f"about half the time, whatever the trials"
     )
     if json_path is not None:
-        write_json(json_path, report)
-        click.echo(f"wrote {json_path}")
+        write_json_output(out, json_path, report)
 
 
 @main.command()
@@ -185,7 +185,8 @@ def plan(
 @click.option("--baseline", help="The baseline arm (default A, else the first arm).")
 @click.option("--no-warmup-cut", is_flag=True, help="Keep warm-up rows of time series.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the result as JSON ('-' for stdout).")  # fmt: skip
 def analyze(
     observations: Path,
     model: str,
@@ -245,8 +246,8 @@ def analyze(
         history=read_observations(history) if history is not None else None,
         baseline=baseline,
     )
-    print_analysis(result, console())
+    out = console(json_path)
+    print_analysis(result, out)
     if json_path is not None:
-        write_json(json_path, analysis_json(result))
-        click.echo(f"wrote {json_path}")
+        write_json_output(out, json_path, analysis_json(result))
     sys.exit(EXIT_REGRESSION if result.regressions else EXIT_OK)

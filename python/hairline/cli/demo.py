@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
-from hairline.cli._options import report_options, store_options
+from hairline.cli._options import otlp_target, report_options, store_options
 from hairline.cli.experiments import emit_reports
 from hairline.cli.run import execute
 from hairline.lab.demo import demo_config
@@ -37,6 +37,8 @@ def demo(
     markdown_path: Path | None,
     html_path: Path | None,
     junit_path: Path | None,
+    otlp_url: str | None,
+    otlp_timeout_s: float,
 ) -> None:
     """A/B of the bundled sample service with a CPU regression injected into B.
 
@@ -65,7 +67,7 @@ def demo(
         report = emit_reports(
             store, experiment_id, out,
             json_path=json_path, markdown_path=markdown_path, html_path=html_path,
-            junit_path=junit_path,
+            junit_path=junit_path, otlp=otlp_target(otlp_url, otlp_timeout_s),
         )  # fmt: skip
     finally:
         store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
-from hairline.cli._options import esc, report_options, store_options
+from hairline.cli._options import esc, otlp_target, report_options, store_options
 from hairline.kit.atomic import write_text_atomic
 from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.queue import request_cancel
@@ -24,6 +25,8 @@ from hairline.report.context import ExperimentReport, experiment_json
 from hairline.report.experiment import load_report
 from hairline.report.html import render_html
 from hairline.report.markdown import append_step_summary, render_markdown
+from hairline.report.otlp import otlp_batch
+from hairline.report.otlpexport import OtlpTarget, export_otlp
 from hairline.report.terminal import print_experiment
 from hairline.store.db import Store, open_store
 from hairline.store.models import TERMINAL_PHASES
@@ -31,6 +34,7 @@ from hairline.store.models import TERMINAL_PHASES
 __all__ = [
     "emit_reports",
     "exit_code",
+    "send_otlp",
     "write_document",
     "write_documents",
     "write_junit",
@@ -46,6 +50,7 @@ def emit_reports(
     markdown_path: Path | None,
     html_path: Path | None,
     junit_path: Path | None = None,
+    otlp: OtlpTarget | None = None,
     reanalyse: bool = False,
 ) -> ExperimentReport:
     report = load_report(store, experiment_id, reanalyse=reanalyse)
@@ -64,8 +69,17 @@ def emit_reports(
     )  # fmt: skip
     if junit_path is not None:
         write_junit(out, store, report, junit_path)
+    if otlp is not None:
+        send_otlp(out, report, otlp)
     out.print(f"HTML report: {report.html_path}")
     return report
+
+
+def send_otlp(out: Console, report: ExperimentReport, target: OtlpTarget) -> None:
+    """The verdicts and per-trial values to an OTLP endpoint; a failure is a warning and
+    nothing more (the exit status stays the verdict's)."""
+    sent = export_otlp(otlp_batch(report, os.environ), target)
+    out.print(esc(sent.text) if sent.ok else f"[yellow]{esc(sent.text)}[/]", soft_wrap=True)
 
 
 def write_junit(out: Console, store: Store, report: ExperimentReport, path: Path) -> None:
@@ -207,9 +221,11 @@ def report(
     markdown_path: Path | None,
     html_path: Path | None,
     junit_path: Path | None,
+    otlp_url: str | None,
+    otlp_timeout_s: float,
     reanalyse: bool,
 ) -> None:
-    """Report on one experiment (terminal, and --json/--markdown/--html/--junit).
+    """Report on one experiment (terminal, and --json/--markdown/--html/--junit/--otlp).
 
     Exit status as for `hairline run`: 0 no regression, 1 a regression, 2 failed/unfinished.
     """
@@ -218,7 +234,8 @@ def report(
     try:
         result = emit_reports(
             store, experiment_id, out, json_path=json_path, markdown_path=markdown_path,
-            html_path=html_path, junit_path=junit_path, reanalyse=reanalyse,
+            html_path=html_path, junit_path=junit_path,
+            otlp=otlp_target(otlp_url, otlp_timeout_s), reanalyse=reanalyse,
         )  # fmt: skip
     finally:
         store.close()

@@ -20,6 +20,7 @@ from hairline.cli._options import (
     progress_option,
     store_options,
     wait_option,
+    write_json_output,
 )
 from hairline.cli._waiting import Patience, ProgressOut, duration_text
 from hairline.hosts.factors import DEFAULT_MIN_RUNS, FactorAnalysis, factor_analysis
@@ -28,7 +29,6 @@ from hairline.hosts.listing import HostsJson, inventory
 from hairline.hosts.quotas import region_quotas, set_quota
 from hairline.hosts.runs import DEFAULT_METRIC
 from hairline.kit import interrupts
-from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.processor import Event, ProcessorOptions, process_next
 from hairline.lab.queue import new_owner
 from hairline.lab.status import standing
@@ -273,11 +273,7 @@ def factors(
         store.close()
     _print_factors(result, out)
     if json_path is not None:
-        if str(json_path) == "-":
-            click.echo(json.dumps(to_jsonable(result), indent=2))
-        else:
-            write_json(json_path, result)
-            out.print(f"wrote {json_path}")
+        write_json_output(out, json_path, result)
 
 
 def _print_factors(result: FactorAnalysis, out: Console) -> None:

@@ -31,6 +31,7 @@ from hairline.cli._options import (
     backend_options,
     chosen_backend,
     esc,
+    otlp_target,
     progress_option,
     report_options,
     store_options,
@@ -325,6 +326,8 @@ def _lab_command(kind: str) -> Callable[..., None]:
         markdown_path: Path | None,
         html_path: Path | None,
         junit_path: Path | None,
+        otlp_url: str | None,
+        otlp_timeout_s: float,
         suggested_by: str | None = None,
         suggest_profiles: tuple[Path, ...] = (),
         suggest_repo: Path | None = None,
@@ -359,7 +362,7 @@ def _lab_command(kind: str) -> Callable[..., None]:
             report = emit_reports(
                 store, experiment_id, out,
                 json_path=json_path, markdown_path=markdown_path, html_path=html_path,
-                junit_path=junit_path,
+                junit_path=junit_path, otlp=otlp_target(otlp_url, otlp_timeout_s),
             )  # fmt: skip
         finally:
             store.close()

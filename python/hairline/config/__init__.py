@@ -38,6 +38,8 @@ from hairline.config.sections import (
     HostsConfig,
     LoadConfig,
     ModeConfig,
+    ScoreConfig,
+    ScoreGroup,
 )
 
 __all__ = [
@@ -60,6 +62,8 @@ __all__ = [
     "MetricPolicy",
     "ModeConfig",
     "Report",
+    "ScoreConfig",
+    "ScoreGroup",
     "ServiceConfig",
     "Threshold",
     "builtin_direction",

@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "CAPACITY_FIELDS",
@@ -17,6 +18,8 @@ __all__ = [
     "HostsConfig",
     "LoadConfig",
     "ModeConfig",
+    "ScoreConfig",
+    "ScoreGroup",
     "TomlModel",
 ]
 
@@ -198,6 +201,65 @@ class ModeConfig(TomlModel):
     """With ``search = "pid"`` and ``target = "mean"``: the mean latency to hold."""
 
 
+# A score group's name: a query's ``weights=cpu:3,memory:1`` names it, so no ":" or ",".
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ScoreGroup(TomlModel):
+    """``[analysis.score.groups.NAME]``: metrics scored together and the group's weight.
+    ``metrics`` are names or shell patterns (``"latency_*"`` also matches
+    ``latency_p99_us[/api]``); a metric belongs to the first group that names it.
+    ``critical``: a failing metric of the group makes the score 0 (Kayenta's critical
+    metrics)."""
+
+    weight: float = Field(default=1.0, gt=0, le=1e6)
+    """The group's weight in the score."""
+    metrics: list[str] = Field(min_length=1)
+    """Metric names or shell patterns; a metric belongs to the first group that names it."""
+    critical: bool = False
+    """A failing metric of the group makes the score 0."""
+
+    @field_validator("metrics")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        if any(not name.strip() for name in value):
+            raise ValueError("a metric name or pattern is empty")
+        return value
+
+
+class ScoreConfig(TomlModel):
+    """``[analysis.score]``: the Kayenta-style score of an experiment's deciding verdicts
+    (report/scorecard.py, docs/ci.md "Score"): at or above ``pass_score`` it passes, at or
+    above ``marginal_score`` it is marginal, below it fails. Without ``groups`` every
+    metric is in one group."""
+
+    pass_score: float = Field(default=95.0, ge=0, le=100)
+    """At or above this the score passes."""
+    marginal_score: float = Field(default=75.0, ge=0, le=100)
+    """At or above this (and below ``pass_score``) it is marginal; below, it fails."""
+    groups: dict[str, ScoreGroup] = Field(default_factory=dict)
+    """``[analysis.score.groups.NAME]``; without any, every metric is in one group."""
+
+    @field_validator("groups")
+    @classmethod
+    def _group_names(cls, value: dict[str, ScoreGroup]) -> dict[str, ScoreGroup]:
+        for name in value:
+            if not _GROUP_NAME.match(name):
+                raise ValueError(
+                    f"group {name!r}: use letters, digits, '.', '_' and '-' (no ':' or ',')"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScoreConfig:
+        if self.marginal_score > self.pass_score:
+            raise ValueError(
+                f"marginal_score {self.marginal_score:g} is above pass_score "
+                f"{self.pass_score:g}: a marginal score lies between the two"
+            )
+        return self
+
+
 class AnalysisConfig(TomlModel):
     """``[analysis]``: how the trials are compared (docs/stats.md)."""
 
@@ -210,3 +272,5 @@ class AnalysisConfig(TomlModel):
     """The correction across metrics: none, Holm, or Benjamini-Hochberg."""
     seed: int = 0
     """The seed of the analysis's resampling."""
+    score: ScoreConfig = Field(default_factory=ScoreConfig)
+    """``[analysis.score]``: the Kayenta-style score of the deciding verdicts."""

@@ -15,20 +15,24 @@ from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.lab.files import load_experiment_file
 
-__all__ = ["demo_config", "repo_file"]
+__all__ = ["DEMO_FILES", "demo_config", "demo_experiment_file"]
+
+# The demo's experiment, service and trace files, inside the package so that an installed
+# wheel has them (it has no examples/ folder). In a checkout they are symlinks to
+# examples/sample-service/, the one copy; building the wheel packs their contents.
+DEMO_FILES = Path(__file__).parent / "demo_files"
 
 
-def repo_file(*parts: str) -> Path:
-    """A file of the hairline checkout this module runs from."""
-    here = Path(__file__).resolve()
-    for root in here.parents:
-        candidate = root.joinpath(*parts)
-        if candidate.exists():
-            return candidate
-    raise HairlineError(
-        f"cannot find {'/'.join(parts)}",
-        hint="run the demo from a checkout of hairline (make demo)",
-    )
+def demo_experiment_file() -> Path:
+    """The bundled experiment file; a :class:`HairlineError` when the package lost it."""
+    path = DEMO_FILES / "experiment.toml"
+    if not path.is_file():
+        raise HairlineError(
+            f"the demo's experiment file {path} is missing",
+            hint="reinstall hairline (pip install --force-reinstall ...); in a checkout, "
+            "`git checkout python/hairline/lab/demo_files examples/sample-service`",
+        )
+    return path
 
 
 def demo_config(
@@ -40,7 +44,7 @@ def demo_config(
 ) -> ExperimentConfig:
     """The bundled experiment, with the regression size and run length given; the rate is
     calibrated (60% busy) unless ``rate_per_s`` is given."""
-    config = load_experiment_file(repo_file("examples", "sample-service", "experiment.toml"))
+    config = load_experiment_file(demo_experiment_file())
     arms = dict(config.arms)
     arms["B"] = arms["B"].model_copy(update={"args": ["--regress-cpu", f"{regress_cpu:g}"]})
     load = {"duration_s": duration_s}

@@ -135,22 +135,31 @@ def _counts(items: dict[str, int]) -> str:
 
 def side_effect_notes(records: list[dict[str, Any]]) -> list[str]:
     """Per isolated arm, over every batch attempt: connections its namespace refused, per
-    destination, and the writes the egress proxy answered itself, per endpoint
-    (ServiceLab section 5.3: a test must not write to production; docs/safety.md)."""
+    destination; the writes the egress proxy answered itself and the requests it forwarded,
+    per endpoint; the connections through it and its upstream errors (ServiceLab section
+    5.3: a test must not write to production; docs/safety.md)."""
     denied: dict[str, dict[str, int]] = {}
     dropped: dict[str, dict[str, int]] = {}
+    forwarded: dict[str, dict[str, int]] = {}
+    relayed: dict[str, dict[str, int]] = {}  # arm -> connections, upstream errors
+
+    def add(into: dict[str, dict[str, int]], arm: str, key: str, n: Any) -> None:
+        counts = into.setdefault(arm, {})
+        counts[key] = counts.get(key, 0) + int(n)
+
     for record in records:
         for arm, report in (record.get("isolation") or {}).items():
             for where, n in (report.get("denied") or {}).items():
-                refused = denied.setdefault(arm, {})
-                refused[where] = refused.get(where, 0) + int(n)
+                add(denied, arm, where, n)
             for address, relay in (report.get("downstreams") or {}).items():
                 for endpoint, n in (relay.get("dropped") or {}).items():
-                    answered = dropped.setdefault(arm, {})
-                    key = f"{address} {endpoint}"
-                    answered[key] = answered.get(key, 0) + int(n)
+                    add(dropped, arm, f"{address} {endpoint}", n)
+                for endpoint, n in (relay.get("forwarded") or {}).items():
+                    add(forwarded, arm, f"{address} {endpoint}", n)
+                for what in ("connections", "upstream_errors"):
+                    add(relayed, arm, what, relay.get(what) or 0)
     notes = []
-    for arm in sorted({*denied, *dropped}):
+    for arm in sorted({*denied, *dropped, *forwarded, *relayed}):
         parts = []
         if arm in denied:
             parts.append(
@@ -161,7 +170,21 @@ def side_effect_notes(records: list[dict[str, Any]]) -> list[str]:
                 f"{sum(dropped[arm].values())} writes dropped by the egress proxy "
                 f"({_counts(dropped[arm])})"
             )
-        notes.append(f"side effects of arm {arm}: " + "; ".join(parts))
+        if arm in forwarded:
+            parts.append(
+                f"{sum(forwarded[arm].values())} requests forwarded to downstreams "
+                f"({_counts(forwarded[arm])})"
+            )
+        if relayed.get(arm, {}).get("connections"):
+            errors = relayed[arm].get("upstream_errors", 0)
+            parts.append(
+                f"{relayed[arm]['connections']} connections through the egress proxy, "
+                f"{errors} upstream error{'' if errors == 1 else 's'}"
+                + (" (a downstream refused, unreachable within 2 s or silent for 30 s)"
+                   if errors else "")
+            )  # fmt: skip
+        if parts:
+            notes.append(f"side effects of arm {arm}: " + "; ".join(parts))
     return notes
 
 
@@ -327,6 +350,13 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             )
         ]
         created, started, finished = row.created_at, row.started_at, row.finished_at
+        trial_ends = session.execute(
+            select(Trial.index, Trial.finished_at).where(
+                Trial.experiment_id == experiment_id,
+                Trial.state == "done",
+                Trial.finished_at.is_not(None),
+            )
+        ).all()
         service_name = service.name if service else config.service.name
     analysis: Analysis | None = None
     observations: Observations | None = None
@@ -372,6 +402,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         aa_records=aa_records(store, history, config.analysis.alpha),
         functions=functions,
         functions_note=functions_note,
+        trial_ended_at={i: at for i, ended in trial_ends if (at := _time(ended)) is not None},
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,

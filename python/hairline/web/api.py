@@ -11,6 +11,7 @@ A user error anywhere is a JSON ``{"error", "hint"}`` (a file's problems add
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import shutil
 import time
@@ -30,6 +31,7 @@ from hairline.store.db import Store
 from hairline.store.models import Experiment, Service, Trial, VerdictRow
 from hairline.web.apimodels import (
     ERROR_RESPONSES,
+    MAX_WAIT_S,
     Cancelled,
     CommandIn,
     CommandOut,
@@ -37,23 +39,29 @@ from hairline.web.apimodels import (
     EventOut,
     ExperimentList,
     ExperimentOut,
+    FlaggerHook,
+    FlaggerRefusal,
     GateInconclusiveOut,
     GateOut,
     GatePolicyIn,
     GateRegressionOut,
+    JudgeQuery,
     MetricOut,
     Registration,
+    ScorecardOut,
     ServiceOut,
     SubmitBody,
     Submitted,
     VerdictOut,
 )
-from hairline.web.auth import Principal, audit
+from hairline.web.auth import Principal, audit, principal_for
 from hairline.web.commands import COMMAND_KINDS, list_commands, register_command, registered_set
-from hairline.web.deps import require, store_of
+from hairline.web.deps import TOKEN_REQUIRED, request_token, require, store_of
+from hairline.web.judge import delivery_gate, flagger_request, scorecard_of, settled
 from hairline.web.queries import (
     ExperimentFilter,
     ExperimentSummary,
+    Gate,
     experiment_team,
     gate_junit,
     gate_of,
@@ -269,24 +277,73 @@ def cancel(experiment_id: ExperimentId, request: Request, who: Principal = Submi
 
 
 @router.get("/experiments/{experiment_id}/gate", response_model=GateOut)
-def gate(
-    experiment_id: ExperimentId, request: Request, response: Response, who: Principal = Reader
+async def gate(
+    experiment_id: ExperimentId,
+    request: Request,
+    response: Response,
+    query: Annotated[JudgeQuery, Query()],
+    who: Principal = Reader,
 ) -> GateOut:
-    """What a release pipeline blocks on: pass, fail, pending (with Retry-After) or error."""
+    """What a release pipeline blocks on: pass, fail, pending (with Retry-After) or error;
+    ``gate`` and ``score`` for progressive delivery (web/judge.py). With ``wait_s`` the
+    answer waits up to that long while the experiment runs."""
     store = store_of(request)
-    _visible(store, who, experiment_id)
-    found = gate_of(store, experiment_id)
+    await asyncio.to_thread(_visible, store, who, experiment_id)
+    found = await settled(lambda: gate_of(store, experiment_id), query.wait_s)
     if found.answer == "pending":
         response.headers["Retry-After"] = str(PENDING_RETRY_S)
+    return await asyncio.to_thread(_gate_out, store, found, query)
+
+
+def _gate_out(store: Store, found: Gate, query: JudgeQuery) -> GateOut:
+    card = scorecard_of(store, found, query)
     return GateOut(
-        id=experiment_id, answer=found.answer, phase=found.phase,  # type: ignore[arg-type]
-        progress=public_text(store, found.progress), reason=public_text(store, found.reason),
+        id=found.experiment_id, answer=found.answer,  # type: ignore[arg-type]
+        gate=delivery_gate(found, card, query.judge),  # type: ignore[arg-type]
+        judge=query.judge, score=None if card is None else card.score,
+        phase=found.phase, progress=public_text(store, found.progress),
+        reason=public_text(store, found.reason),
         regressions=[GateRegressionOut.model_validate(r, from_attributes=True)
                      for r in found.regressions],
         inconclusive=[GateInconclusiveOut.model_validate(r, from_attributes=True)
                       for r in found.inconclusive],
         deciding=found.deciding, inconclusive_passes=found.inconclusive_passes,
+        scorecard=None if card is None else ScorecardOut.model_validate(card,
+                                                                        from_attributes=True),
     )  # fmt: skip
+
+
+@router.post(
+    "/webhooks/flagger", response_model=GateOut,
+    responses={code: {"model": FlaggerRefusal, "description": what} for code, what in (
+        (409, "The experiment is still running (Retry-After): Flagger counts a failed check."),
+        (412, "The gate is fail, inconclusive or error: Flagger counts a failed check."))},
+)  # fmt: skip
+async def flagger_webhook(body: FlaggerHook, request: Request) -> Any:
+    """A Flagger webhook (pre-rollout, rollout, confirm-promotion): 200 with the gate when
+    it passes, else 409 (running) or 412. Flagger sends no headers: the token may come as
+    ``metadata.token``, the experiment as ``metadata.experiment`` (docs/ci.md)."""
+    store = store_of(request)
+    experiment_id, query, token = flagger_request(body.metadata, request_token(request))
+    who = await asyncio.to_thread(principal_for, store, token)
+    if who is None:
+        raise HTTPException(401, detail=TOKEN_REQUIRED + ", or metadata.token in a webhook")
+    await asyncio.to_thread(_visible, store, who, experiment_id)
+    found = await settled(lambda: gate_of(store, experiment_id), query.wait_s)
+    out = await asyncio.to_thread(_gate_out, store, found, query)
+    if out.gate == "pass":
+        return out
+    pending = out.gate == "pending"
+    refusal = FlaggerRefusal(
+        error=f"experiment {experiment_id} does not pass: {out.gate}: {out.reason}",
+        hint=(f"asked again on Flagger's next check; raise the webhook's timeout and "
+              f"metadata.wait_s (up to {MAX_WAIT_S:g}) to wait longer" if pending else
+              f"see GET /api/v1/experiments/{experiment_id}/gate or the dashboard"),
+        gate=out.gate, score=out.score,  # type: ignore[arg-type]
+    )  # fmt: skip
+    headers = {"Retry-After": str(PENDING_RETRY_S)} if pending else {}
+    return JSONResponse(refusal.model_dump(), status_code=409 if pending else 412,
+                        headers=headers)  # fmt: skip
 
 
 @router.get("/experiments/{experiment_id}/report.md", response_class=PlainTextResponse)

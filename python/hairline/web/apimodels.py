@@ -13,6 +13,7 @@ from hairline.web.queries import ExperimentSummary
 
 __all__ = [
     "ERROR_RESPONSES",
+    "MAX_WAIT_S",
     "Cancelled",
     "CommandIn",
     "CommandOut",
@@ -21,13 +22,19 @@ __all__ = [
     "EventOut",
     "ExperimentList",
     "ExperimentOut",
+    "FlaggerHook",
+    "FlaggerRefusal",
     "GateInconclusiveOut",
     "GateOut",
     "GatePolicyIn",
     "GateRegressionOut",
+    "JudgeQuery",
     "MetricOut",
     "ProblemOut",
     "Registration",
+    "ScoreGroupOut",
+    "ScorecardOut",
+    "ScoredMetricOut",
     "ServiceOut",
     "SubmitBody",
     "Submitted",
@@ -141,9 +148,67 @@ class GateInconclusiveOut(BaseModel):
     ci_high: float | None
 
 
+class ScoredMetricOut(BaseModel):
+    metric: str
+    candidate: str
+    group: str
+    classification: Literal["pass", "high", "low", "inconclusive"]
+    passed: bool
+
+
+class ScoreGroupOut(BaseModel):
+    name: str
+    weight: float
+    critical: bool
+    metrics: int
+    passed: int
+    score: float | None
+
+
+class ScorecardOut(BaseModel):
+    """The Kayenta-style score of the deciding verdicts (report/scorecard.py)."""
+
+    score: float | None = Field(description="0-100; null with no verdict to score")
+    result: Literal["pass", "marginal", "fail", "nodata"]
+    pass_score: float
+    marginal_score: float
+    reason: str
+    groups: list[ScoreGroupOut]
+    metrics: list[ScoredMetricOut]
+    ungrouped: list[str] = Field(description="Metrics no group names: not scored.")
+
+
+# How long one request may wait for a pending experiment to end (``wait_s``).
+MAX_WAIT_S = 600.0
+
+
+class JudgeQuery(BaseModel):
+    """How a progressive-delivery tool asks the gate (query parameters of GET .../gate, or
+    a Flagger webhook's metadata): which judge decides ``gate``, the score's weights and
+    thresholds for this request, and how long to wait while the experiment runs."""
+
+    judge: Literal["gate", "score"] = Field(
+        "gate", description="gate: the verdicts, as `hairline gate`; score: the score's result"
+    )
+    weights: str | None = Field(
+        None, description="Group weights for this request, e.g. cpu:3,memory:1", max_length=2000
+    )
+    pass_score: float | None = Field(None, ge=0, le=100)
+    marginal_score: float | None = Field(None, ge=0, le=100)
+    wait_s: float = Field(
+        0.0, ge=0, le=MAX_WAIT_S, description="Wait up to this long while the experiment runs"
+    )
+
+
 class GateOut(BaseModel):
     id: int
     answer: Literal["pass", "fail", "pending", "error"]
+    # For progressive delivery (Argo Rollouts' successCondition `result == "pass"`,
+    # failureCondition `result == "fail"`): "inconclusive" where the only thing failing the
+    # answer is inconclusive verdicts (or, judged by score, a marginal score).
+    gate: Literal["pass", "fail", "inconclusive", "pending", "error"]
+    judge: Literal["gate", "score"]
+    score: float | None = Field(description="The scorecard's score; null until it ends")
     phase: str
     progress: str
     reason: str
@@ -153,6 +218,27 @@ class GateOut(BaseModel):
     inconclusive: list[GateInconclusiveOut]
     deciding: int
     inconclusive_passes: bool
+    scorecard: ScorecardOut | None
+
+
+class FlaggerHook(BaseModel):
+    """What Flagger POSTs to a webhook. ``metadata`` (strings) carries ``experiment`` (the
+    id), ``token`` (Flagger sends no headers) and any of JudgeQuery's fields."""
+
+    name: str = ""
+    namespace: str = ""
+    phase: str = ""
+    checksum: str = ""
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class FlaggerRefusal(BaseModel):
+    """A webhook's answer when the release may not go on (Flagger logs the body)."""
+
+    error: str
+    hint: str | None = None
+    gate: Literal["fail", "inconclusive", "pending", "error"]
+    score: float | None
 
 
 class GatePolicyIn(BaseModel):

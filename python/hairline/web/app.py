@@ -1,5 +1,6 @@
 """The FastAPI application: the API under ``/api/v1`` (api.py), the pages (pages.py), the
-static files, ``/healthz``; and, when asked, the periodic A/A scheduler in the background."""
+static files, ``/healthz``, ``/metrics`` for Prometheus (metrics.py); and, when asked,
+the periodic A/A scheduler in the background."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def create_app(
     """The application over ``store``. With ``schedule_every_s``, due periodic A/A runs are
     enqueued that often while it serves (docs/dashboard.md); ``limiter`` holds each API
     caller to its rate (default :class:`RateLimiter`'s)."""
-    from hairline.web import api, pages
+    from hairline.web import api, metrics, pages
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -74,6 +75,7 @@ def create_app(
         return {"status": "ok", "version": __version__}
 
     app.include_router(api.router)
+    app.include_router(metrics.router)
     _install_docs(app)
     pages.install(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -8,7 +8,9 @@ took the server from 1.44 GB to 2.34 GB, before its 401. This ASGI middleware ru
 1. an ``/api/`` request past its caller's rate (web/ratelimit.py: by token, or by address
    without one) answers 429 with ``Retry-After``;
 2. an ``/api/`` request with a body and no live token answers 401 at once (the pages'
-   forms are small and keep their own sign-in flow);
+   forms are small and keep their own sign-in flow); but a webhook of a tool that sends
+   no headers (Flagger's) carries its token in its body, which is then read, to a small
+   limit, for the route to check;
 3. a body declared larger than the path's limit (``Content-Length``) answers 413 at once;
 4. a body without a declared length is read up to the limit and answers 413 past it.
 """
@@ -28,7 +30,14 @@ from hairline.web.auth import principal_for
 from hairline.web.deps import TOKEN_REQUIRED, request_token
 from hairline.web.ratelimit import RateLimiter, caller_key
 
-__all__ = ["MAX_BODY_BYTES", "MAX_SUBMISSION_BYTES", "RequestLimits", "body_limit"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_SUBMISSION_BYTES",
+    "MAX_WEBHOOK_BYTES",
+    "TOKEN_IN_BODY_PATHS",
+    "RequestLimits",
+    "body_limit",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -41,6 +50,10 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 MAX_SUBMISSION_BYTES = 64 << 20
 # Every other body: a JSON object of a few fields, or a page's form.
 MAX_BODY_BYTES = 1 << 20
+# Paths whose callers cannot send an Authorization header and put the token in the body
+# (web/judge.py): Flagger's webhook, whose payload is a few hundred bytes.
+TOKEN_IN_BODY_PATHS = frozenset({"/api/v1/webhooks/flagger"})
+MAX_WEBHOOK_BYTES = 16 << 10
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -48,6 +61,8 @@ def body_limit(method: str, path: str) -> int:
     """The largest body ``method path`` may send (pure)."""
     if method == "POST" and path.rstrip("/") == "/api/v1/experiments":
         return MAX_SUBMISSION_BYTES
+    if path.rstrip("/") in TOKEN_IN_BODY_PATHS:
+        return MAX_WEBHOOK_BYTES
     return MAX_BODY_BYTES
 
 
@@ -81,7 +96,8 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         limit = body_limit(scope["method"], path)
-        if path.startswith("/api/") and not await self._authenticated(scope):
+        token_in_body = path.rstrip("/") in TOKEN_IN_BODY_PATHS
+        if path.startswith("/api/") and not token_in_body and not await self._authenticated(scope):
             await _answer(send, 401, TOKEN_REQUIRED, extra=[(b"www-authenticate", b"Bearer")])
             return
         declared = Request(scope).headers.get("content-length")

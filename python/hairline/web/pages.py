@@ -20,6 +20,7 @@ from starlette.routing import Match
 from hairline.web import views_experiments, views_regressions, views_trends
 from hairline.web.auth import principal_for
 from hairline.web.deps import COOKIE, DOCS_PATH, store_of
+from hairline.web.metrics import METRICS_PATH
 from hairline.web.templating import page
 
 __all__ = ["install", "safe_next"]
@@ -38,8 +39,10 @@ def safe_next(target: str | None) -> str:
 
 
 def _wants_page(request: Request) -> bool:
+    """Whether an error answers with a page: not for the API (its docs aside) or for
+    Prometheus, which reads a 401's status and header, not a login form."""
     path = request.url.path
-    return not path.startswith("/api/") or path == DOCS_PATH
+    return (not path.startswith("/api/") and path != METRICS_PATH) or path == DOCS_PATH
 
 
 _API_HINTS = {

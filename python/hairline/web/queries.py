@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import and_, exists, func, or_, select
 
 from hairline.errors import HairlineError
+from hairline.report.scorecard import JudgedVerdict
 from hairline.store.db import Store
 from hairline.store.models import (
     ACTIVE_PHASES,
@@ -279,7 +280,8 @@ class Gate:
 
     ``deciding`` counts the deciding verdicts; ``inconclusive`` are those that settled
     nothing, which fail the gate unless the service's policy (``inconclusive_passes``,
-    set by an admin) lets them pass."""
+    set by an admin) lets them pass. ``judged``: every deciding verdict, for the score
+    (report/scorecard.py)."""
 
     experiment_id: int
     answer: str
@@ -290,6 +292,7 @@ class Gate:
     inconclusive: tuple[GateInconclusive, ...] = ()
     deciding: int = 0
     inconclusive_passes: bool = False
+    judged: tuple[JudgedVerdict, ...] = ()
 
 
 GATE_POLICIES = ("fail", "pass")
@@ -350,14 +353,14 @@ def gate_of(store: Store, experiment_id: int) -> Gate:
         found = connection.execute(
             select(VerdictRow.label, VerdictRow.metric, VerdictRow.candidate,
                    VerdictRow.baseline, VerdictRow.relative_effect, VerdictRow.ci_low,
-                   VerdictRow.ci_high, Triage.state)
+                   VerdictRow.ci_high, Triage.state, VerdictRow.direction)
             .outerjoin(Triage, and_(Triage.experiment_id == VerdictRow.experiment_id,
                                     Triage.metric == VerdictRow.metric,
                                     Triage.candidate == VerdictRow.candidate))
             .where(VerdictRow.experiment_id == experiment_id, VerdictRow.deciding)
             .order_by(VerdictRow.id)
         ).all()  # fmt: skip
-    regressions = tuple(GateRegression(*r[1:]) for r in found if r.label == "regression")
+    regressions = tuple(GateRegression(*r[1:8]) for r in found if r.label == "regression")
     inconclusive = tuple(
         GateInconclusive(r.metric, r.candidate, r.relative_effect, r.ci_low, r.ci_high)
         for r in found
@@ -373,8 +376,10 @@ def gate_of(store: Store, experiment_id: int) -> Gate:
         reason = f"the experiment {row.phase}" + (f": {row.failure}" if row.failure else "")
     else:
         reason = _counted(len(found), regressions, failing, inconclusive, passes=passes)
+    judged = tuple(JudgedVerdict(r.metric, r.candidate, r.label, r.direction,
+                                 ignored=r.state == "ignored") for r in found)  # fmt: skip
     return Gate(experiment_id, answer, row.phase, row.progress, reason, regressions,
-                inconclusive, len(found), passes)  # fmt: skip
+                inconclusive, len(found), passes, judged)  # fmt: skip
 
 
 def _counted(

@@ -9,6 +9,7 @@ terminal, Markdown, HTML and JSON renderers read nothing else. Everything in
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -135,6 +136,9 @@ class ExperimentReport:
     # (lab/functions.py), and, when there are none, why.
     functions: tuple[FunctionAnalysis, ...] = ()
     functions_note: str = ""
+    # When each trial that ended "done" ended, by its index (the observations' trial): the
+    # time of its per-trial values where they are exported (report/otlp.py).
+    trial_ended_at: Mapping[int, datetime] = field(default_factory=dict)
 
     @property
     def chained(self) -> bool:
