@@ -70,10 +70,14 @@ def check_toml(kind: str, path: Path) -> None:
         raise AssertionError(f"{path}: {err}") from None
 
 
-# Each API route's answer, by method and path pattern: the model the route declares
-# (web/api.py), a list of them, or None for a text answer (report.md, report.xml).
+# Each API route by method and path pattern: the model it declares (web/api.py), whether a
+# list of it, None for a text answer (report.md, report.xml); and the models it declares for
+# statuses of its own (a Flagger webhook's 409 and 412).
+Route = tuple[str, re.Pattern[str], str | None, bool, dict[int, str]]
+
+
 @cache
-def _api_routes() -> list[tuple[str, re.Pattern[str], str | None, bool]]:
+def _api_routes() -> list[Route]:
     from fastapi.routing import APIRoute
 
     from hairline.web.api import router
@@ -83,31 +87,42 @@ def _api_routes() -> list[tuple[str, re.Pattern[str], str | None, bool]]:
         assert isinstance(route, APIRoute)
         model: Any = route.response_model
         many = getattr(model, "__origin__", None) is list
-        text = model is None or model is Any  # report.md, report.xml
+        text = model is None or model is Any
         name = None if text else (model.__args__[0] if many else model).__name__
+        own = {int(code): declared["model"].__name__ for code, declared in route.responses.items()
+               if str(code).isdigit() and "model" in declared}  # fmt: skip
         for method in route.methods:
-            routes.append((method, route.path_regex, name, many))
+            routes.append((method, route.path_regex, name, many, own))
     return routes
 
 
-def api_answer_model(method: str, path: str) -> tuple[str | None, bool] | None:
-    """The model (a $defs name of docs/schema/api.json, and whether a list of it) a 2xx
-    answer of ``method path`` is; None for a path no API route serves."""
-    for m, pattern, name, many in _api_routes():
-        if m == method and pattern.match(path):
-            return name, many
-    return None
+def _route(method: str, path: str) -> Route | None:
+    return next((r for r in _api_routes() if r[0] == method and r[1].match(path)), None)
+
+
+def api_answer_model(method: str, path: str, status: int = 200) -> tuple[str | None, bool] | None:
+    """The model (a $defs name of docs/schema/api.json, and whether a list of it) an answer
+    of ``method path`` with ``status`` is: the route's, a model it declares for that status,
+    or ErrorOut for any other 4xx; None for a path no API route serves."""
+    route = _route(method, path)
+    if route is None:
+        return None
+    _, _, name, many, own = route
+    if status in own:
+        return own[status], False
+    if 400 <= status < 500:
+        return "ErrorOut", False
+    return name, many
 
 
 def check_api(method: str, path: str, status: int, answer: object) -> None:
-    """An answer of the HTTP API against docs/schema/api.json: a 4xx is an ErrorOut, any
-    other the model its route declares (a text answer is not checked)."""
+    """An answer of the HTTP API against docs/schema/api.json (a text answer is not
+    checked); a 4xx of a path no route serves is an ErrorOut too."""
     path = path.split("?", 1)[0]
-    if 400 <= status < 500:
-        check_schema("api", answer, definition="ErrorOut")
-        return
-    found = api_answer_model(method, path)
-    assert found is not None, f"{method} {path}: no API route"
+    found = api_answer_model(method, path, status)
+    if found is None:
+        assert 400 <= status < 500, f"{method} {path}: no API route"
+        found = ("ErrorOut", False)
     name, many = found
     if name is not None:
         check_schema("api", answer, definition=name, array=many)

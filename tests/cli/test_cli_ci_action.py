@@ -23,6 +23,7 @@ from fake_github import FakeGitHub, fake_githubs
 from conftest import Commit, git
 from hairline.ci.action import OUTPUTS
 from hairline.cli import main
+from schema_check import check_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "sample-service"
@@ -144,6 +145,7 @@ def test_a_regression_fails_the_step_with_summary_junit_outputs_and_the_comment(
     assert outputs["junit"] == "hairline-report/junit.xml"
     for name in ("markdown", "json", "html", "junit"):
         assert (tmp_path / outputs[name]).is_file() and outputs[name].startswith(str(report.name))
+    check_schema("experiment-report", json.loads((report / "report.json").read_text()))
     markdown = (report / "report.md").read_text()
     assert "regression" in markdown and markdown in files["summary.md"].read_text()
     JUNIT.validate(str(report / "junit.xml"))

@@ -116,9 +116,10 @@ def test_an_output_with_a_key_no_schema_names_or_a_wrong_type_fails() -> None:
 
 
 def test_an_api_answer_is_checked_against_its_routes_model() -> None:
-    gate = {"id": 3, "answer": "pass", "phase": "done", "progress": "", "reason": "no "
-            "regression", "regressions": [], "inconclusive": [], "deciding": 2,
-            "inconclusive_passes": False}  # fmt: skip
+    gate = {"id": 3, "answer": "pass", "gate": "pass", "judge": "gate", "score": None,
+            "phase": "done", "progress": "", "reason": "no regression", "regressions": [],
+            "inconclusive": [], "deciding": 2, "inconclusive_passes": False,
+            "scorecard": None}  # fmt: skip
     check_api("GET", "/api/v1/experiments/3/gate", 200, gate)
     with pytest.raises(AssertionError, match="'maybe' is not one of"):
         check_api("GET", "/api/v1/experiments/3/gate", 200, {**gate, "answer": "maybe"})
@@ -136,6 +137,10 @@ def test_every_api_route_answers_a_model_of_the_api_schema() -> None:
             assert found is not None, route.path
             name, _ = found
             assert name is None or name in api, f"{method} {route.path}: {name} not in api.json"
+            for code in route.responses:
+                if str(code).isdigit():
+                    declared = api_answer_model(method, route.path, int(code))
+                    assert declared is not None and declared[0] in api, (route.path, code)
     assert {"ErrorOut", "SubmitBody", "GateOut"} <= set(api)
 
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from hairline.cli import main
+from schema_check import check_schema
 
 
 def observations(path: Path) -> Path:
@@ -44,6 +45,7 @@ def test_json_to_stdout_is_the_json_alone_and_no_file_named_dash(
     result = CliRunner().invoke(main, [a.format(obs=obs) for a in args])
     assert result.exit_code in (0, 1), result.output + str(result.exception)
     assert isinstance(json.loads(result.stdout), dict)
+    check_schema({"analyze": "analysis", "plan": "plan"}[args[0]], json.loads(result.stdout))
     assert not (tmp_path / "-").exists(), os.listdir(tmp_path)
     assert "wrote" not in result.stdout
 
@@ -55,3 +57,4 @@ def test_json_to_a_file_says_where_and_the_table_stays_on_stdout(tmp_path: Path)
     assert result.exit_code == 1, result.output
     assert f"wrote {out}" in result.stdout and "cpu_ns_per_request" in result.stdout
     assert json.loads(out.read_text())["regression"] is True
+    check_schema("analysis", json.loads(out.read_text()))

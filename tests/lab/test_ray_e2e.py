@@ -28,6 +28,7 @@ from conftest import RAY_WORKERS, RayCluster, live_processes_with
 from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Host, Run, Trial, VerdictRow
 from hairline.store.observations import read_observations
+from schema_check import check_schema
 
 pytestmark = pytest.mark.slow
 
@@ -181,6 +182,7 @@ def test_an_ab_on_two_worker_nodes_finds_the_regression_the_local_backend_finds(
     )  # fmt: skip
     assert on_ray.returncode == 1, on_ray.stdout + on_ray.stderr
     report = json.loads((tmp_path / "ray.json").read_text())
+    check_schema("experiment-report", report)
     assert report["phase"] == "done" and report["trials_done"] == 4
     cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
     assert cpu["verdict"] == "regression"
@@ -241,6 +243,7 @@ def test_hardware_mode_runs_each_arm_on_a_host_of_its_class_and_compares_the_har
     # One build on both: whatever the verdict, the hardware is what it compares.
     assert done.returncode in (0, 1), done.stdout + done.stderr
     report = json.loads((tmp_path / "hw.json").read_text())
+    check_schema("experiment-report", report)
     eid = report["experiment_id"]
     assert report["phase"] == "done" and report["trials_done"] == 3
     assert report["mode"] == "hardware"
@@ -318,6 +321,7 @@ def test_a_three_sided_experiment_runs_each_arm_on_its_own_host_and_the_change_d
         timeout_s=300,
     )  # fmt: skip
     report = json.loads((tmp_path / "three.json").read_text())
+    check_schema("experiment-report", report)
     eid = report["experiment_id"]
     arms = ("production", "parent", "change")
     assert_each_trial_done_once(store, eid, trials=3, arms=arms, batches=3)

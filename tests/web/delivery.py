@@ -25,10 +25,13 @@ from __future__ import annotations
 import json
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from schema_check import check_api
 
 __all__ = [
     "ExprError",
@@ -49,13 +52,18 @@ Send = Callable[[str, str, Mapping[str, str], bytes | None, float], tuple[int, b
 def urllib_send(
     method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout_s: float
 ) -> tuple[int, bytes]:
-    """One request over the network, as a Go http.Client makes it (no redirects asked for)."""
+    """One request over the network, as a Go http.Client makes it (no redirects asked for).
+    A JSON answer of hairline's API is checked against docs/schema/api.json on the way."""
     request = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            return resp.status, resp.read()
+            status, raw, kind = resp.status, resp.read(), resp.headers.get("content-type", "")
     except urllib.error.HTTPError as err:
-        return err.code, err.read()
+        status, raw, kind = err.code, err.read(), err.headers.get("content-type", "")
+    path = urllib.parse.urlsplit(url).path
+    if path.startswith("/api/v1/") and "json" in kind and raw:
+        check_api(method, path, status, json.loads(raw))
+    return status, raw
 
 
 # --- Argo Rollouts ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from hairline.web.auth import create_token
 from hairline.web.judge import delivery_gate, flagger_request, parse_weights, settled
 from hairline.web.limits import MAX_WEBHOOK_BYTES
 from hairline.web.queries import Gate, GateRegression
+from schema_check import check_api
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -56,6 +57,8 @@ def through(client: TestClient) -> Send:
         parts = urlsplit(url)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         answer = client.request(method, path, headers=dict(headers), content=body)
+        if "json" in answer.headers.get("content-type", ""):
+            check_api(method, parts.path, answer.status_code, answer.json())
         return answer.status_code, answer.content
 
     return send

@@ -55,8 +55,11 @@ from hairline.web.apimodels import (
     EventOut,
     ExperimentList,
     ExperimentOut,
+    FlaggerHook,
+    FlaggerRefusal,
     GateOut,
     GatePolicyIn,
+    JudgeQuery,
     MetricOut,
     Registration,
     ServiceOut,
@@ -172,12 +175,15 @@ KINDS: tuple[Kind, ...] = (
         "hairline HTTP API",
         "The bodies /api/v1 reads and the answers it gives, each under $defs by the name the "
         "OpenAPI document (/api/v1/openapi.json) gives it; a route's answer is the model that "
-        "document names (docs/dashboard.md, \"HTTP API\").",
+        "document names (docs/dashboard.md, \"HTTP API\"). JudgeQuery is the gate's query "
+        "parameters (and a Flagger webhook's metadata).",
         (
-            *((m, "validation") for m in (SubmitBody, CommandIn, EventIn, GatePolicyIn)),
+            *((m, "validation") for m in (
+                SubmitBody, CommandIn, EventIn, GatePolicyIn, FlaggerHook, JudgeQuery,
+            )),
             *((m, "serialization") for m in (
                 Submitted, ExperimentList, ExperimentOut, Cancelled, GateOut, ServiceOut,
-                MetricOut, CommandOut, Registration, EventOut, ErrorOut,
+                MetricOut, CommandOut, Registration, EventOut, ErrorOut, FlaggerRefusal,
             )),
         ),
         "api",
