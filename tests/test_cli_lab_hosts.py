@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from hairline.cli import main
+from hairline.hosts.inventory import ensure_local_hosts
 from hairline.store.db import open_store
 from hairline.store.models import Experiment
 from schema_check import check_schema
@@ -24,6 +25,17 @@ def test_quotas_overall_and_per_region_are_set_and_listed(tmp_path: Path) -> Non
     regional = runner.invoke(main, ["lab", "quota", "search", "2", "--region", "eu", *home])
     assert regional.exit_code == 0, regional.output
     assert "at most 2 hosts at once in region eu" in regional.output
+    # A read command writes nothing: before any local run, no host is listed.
+    empty = runner.invoke(main, ["lab", "hosts", "--json", *home])
+    assert empty.exit_code == 0, empty.output
+    assert json.loads(empty.output)["hosts"] == []
+    assert "no hosts yet" in runner.invoke(main, ["lab", "hosts", *home]).output
+    # A local run registers this machine's CPU sets (as lab/processor.py does).
+    store = open_store(home=tmp_path / "home")
+    try:
+        ensure_local_hosts(store)
+    finally:
+        store.close()
     listed = runner.invoke(main, ["lab", "hosts", "--json", *home])
     assert listed.exit_code == 0, listed.output
     data = json.loads(listed.output)

@@ -4,6 +4,7 @@ experiment: standalone processors, team quotas, the host inventory, host-fact AN
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -24,7 +25,7 @@ from hairline.cli._options import (
 )
 from hairline.cli._waiting import Patience, ProgressOut, duration_text
 from hairline.hosts.factors import DEFAULT_MIN_RUNS, FactorAnalysis, factor_analysis
-from hairline.hosts.inventory import ensure_local_hosts
+from hairline.hosts.inventory import local_layout
 from hairline.hosts.listing import HostsJson, inventory
 from hairline.hosts.quotas import region_quotas, set_quota
 from hairline.hosts.runs import DEFAULT_METRIC
@@ -195,11 +196,14 @@ def quota(team: str, max_hosts: int, region: str | None, db_url: str | None, hom
 @click.option("--cpus-per-host", type=click.IntRange(1))
 @click.option("--json", "as_json", is_flag=True)
 def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bool) -> None:
-    """The host inventory (this machine's CPU sets and the test machines that joined):
-    their class, health and allocation, and the teams' quotas."""
+    """The host inventory (the CPU sets of machines that ran the local backend and the test
+    machines that joined): their class, health and allocation, and the teams' quotas. It
+    only reads: this machine's CPU sets are registered by its first local run."""
+    # Read-only: a laptop or CI runner listing a shared lab's hosts must not register its own
+    # CPU sets there as hosts (it did, before).
+    layout = local_layout(sorted(os.sched_getaffinity(0)), cpus_per_host=cpus_per_host)
     store = open_store(db_url, home=home)
     try:
-        layout = ensure_local_hosts(store, cpus_per_host=cpus_per_host)
         rows, quotas = inventory(store)
         regional = region_quotas(store)
     finally:
@@ -225,6 +229,11 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
         )  # fmt: skip
     out = console()
     out.print(table)
+    if not rows:
+        out.print(
+            "no hosts yet: a local run (`hairline run`, `lab process`) registers this "
+            "machine's CPU sets; a test machine joins with `hairline agent start`"
+        )
     if quotas or regional:
         teams = sorted({*quotas, *regional})
         out.print("quotas: " + "; ".join(
