@@ -12,6 +12,7 @@ def seed(
     store: Store, *, service: str = "api", team: str = "demo", kind: str = "ab",
     phase: str = "done", label: str = "no change", metric: str = "cpu_ns_per_request",
     effect: float = 0.0, at: float = 1.0e9, model: str = "paired-t-none", trials: int = 1,
+    origin: str = "cli",
 ) -> int:  # fmt: skip
     """One experiment as the lab leaves it: ``trials`` trials (the first done, the rest
     done only when the experiment is), and a deciding verdict of ``metric`` when done."""
@@ -25,6 +26,7 @@ def seed(
             service_id=row.id, kind=kind, team=team, phase=phase, progress=f"{phase}: trial 1",
             spec=json.dumps({"analysis": {"alpha": 0.05}}), source_file="f", artifacts_dir="",
             created_at=at, updated_at=at, finished_at=at + 60 if phase == "done" else None,
+            origin=origin,
         )  # fmt: skip
         session.add(e)
         session.flush()

@@ -65,6 +65,9 @@ def regressions(
         .join(Service, Service.id == _E.service_id)
         .outerjoin(Triage, on)
         .where(VerdictRow.label == "regression", VerdictRow.deciding, _E.phase == "done")
+        # A bisection's steps are its means, not findings: its result names the culprit
+        # (an A/A-like first step's chance flag once showed here as an open regression).
+        .where(_E.origin != "bisect")
     )  # fmt: skip
     if teams is not None:
         query = query.where(_E.team.in_(tuple(teams)))
