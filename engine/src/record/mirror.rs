@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::Shared;
-use crate::http::ResponseTracker;
+use crate::net::http::ResponseTracker;
 
 /// How long the mirror is left alone after a failed connect before the next attempt;
 /// requests that come meanwhile are dropped at once rather than each waiting to fail.

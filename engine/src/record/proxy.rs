@@ -18,10 +18,10 @@ use super::mirror::MirrorJob;
 use super::sample::Decision;
 use super::writer::Sample;
 use super::Shared;
-use crate::http::{
+use crate::net::http::{
     parse_request_head, BodyFraming, ChunkedDecoder, HeadError, RequestHead, ResponseTracker,
 };
-use crate::sockets::{connect_message, is_timeout};
+use crate::net::sockets::{connect_message, is_timeout};
 
 /// Read timeout of the upstream socket: how often a thread waiting for a response looks
 /// at the stop flag and the upstream timeout.

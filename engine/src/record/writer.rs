@@ -19,8 +19,8 @@ use serde::Serialize;
 use super::label::Labeler;
 use super::sample::{Offer, Reservoirs, Slot};
 use super::Shared;
-use crate::http::{path_and_query, MAX_HEADERS};
-use crate::trace::{header_problem, MAX_ENDPOINTS};
+use crate::format::trace::{header_problem, MAX_ENDPOINTS};
+use crate::net::http::{path_and_query, MAX_HEADERS};
 
 /// Headers that describe one hop, not the request, and are never recorded (RFC 9110 7.6.1),
 /// plus those the trace format says the engine writes itself.
@@ -395,8 +395,8 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::trace::Trace;
     use crate::record::label::parse_label_rule;
-    use crate::trace::Trace;
     use std::path::Path;
 
     fn format(key: KeySource) -> LineFormat {

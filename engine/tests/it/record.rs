@@ -14,7 +14,7 @@ use clap::Parser;
 use hairline_engine::record::{
     parse_request_head, BodyFraming, ChunkedDecoder, RecordArgs, Recorder, ResponseTracker,
 };
-use hairline_engine::trace::Trace;
+use hairline_engine::format::trace::Trace;
 
 #[derive(Parser)]
 struct Cli {

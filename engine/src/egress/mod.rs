@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::output::{path_problem, Staged};
-use crate::sockets::wait_readable;
+use crate::format::output::{path_problem, Staged};
+use crate::net::sockets::wait_readable;
 
 /// How often the stats file is rewritten.
 const STATS_EVERY: Duration = Duration::from_millis(500);

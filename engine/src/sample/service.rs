@@ -1,7 +1,7 @@
 //! `hairline-engine sample-service`: a realistic service to test hairline against.
 //!
 //! Requests cost heavy-tailed, deterministic amounts of real CPU and memory (see
-//! `sample_cost`), so the same request stream sent to two instances does the same work on
+//! `cost`), so the same request stream sent to two instances does the same work on
 //! both, and a regression knob makes the difference hairline must find.
 //!
 //! Design: one acceptor thread hands connections round-robin to a fixed pool of worker
@@ -30,17 +30,17 @@ use mio::net::{TcpListener, TcpStream};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::http::{parse_request_head, BodyFraming, RequestHead};
-use crate::recv_stamp;
-use crate::sample_cache::{parse_cache_address, tighten_timer_slack, CacheClient};
-use crate::sample_cost::{self, Endpoint};
-use crate::sample_log::{LogCodec, RequestLog, MAX_LOG_BATCH};
-use crate::sample_metrics::{Metrics, Route, Status};
-use crate::sample_ops::{CodeCache, Ops};
-use crate::sample_stages::{self, Slowdowns, STAGE_NAMES_HINT};
-use crate::sample_stall::Stall;
+use crate::net::http::{parse_request_head, BodyFraming, RequestHead};
+use crate::net::recv_stamp;
+use crate::sample::cache::{parse_cache_address, tighten_timer_slack, CacheClient};
+use crate::sample::cost::{self, Endpoint};
+use crate::sample::log::{LogCodec, RequestLog, MAX_LOG_BATCH};
+use crate::sample::metrics::{Metrics, Route, Status};
+use crate::sample::ops::{CodeCache, Ops};
+use crate::sample::stages::{self, Slowdowns, STAGE_NAMES_HINT};
+use crate::sample::stall::Stall;
 
-pub use crate::sample_trace::{run_trace, SampleTraceArgs, SampleTraceError};
+pub use crate::sample::trace::{run_trace, SampleTraceArgs, SampleTraceError};
 
 /// How often idle loops look at the shutdown flag. A stop does not wait for it: a stop
 /// signal wakes the accepting poll through a pipe (`accept_until`), which wakes the workers;
@@ -88,7 +88,7 @@ pub struct SampleServiceArgs {
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub regress_cpu: f64,
     /// Regression in one function: NAME=FRACTION makes that named stage of a request's work
-    /// (sample_stages.rs: parse_request, check_auth, load_profile, rank_items, render_json,
+    /// (sample/stages.rs: parse_request, check_auth, load_profile, rank_items, render_json,
     /// escape_strings, write_audit_log) do the fraction more; repeat for several.
     #[arg(long, value_name = "NAME=FRACTION")]
     pub slow_function: Vec<String>,
@@ -414,18 +414,14 @@ impl WorkerState {
             });
         }
         Ok(match request_id {
-            Some(id) => sample_cost::user_for_request_id(id),
+            Some(id) => cost::user_for_request_id(id),
             None => {
                 let n = self
                     .shared
                     .metrics
                     .anonymous
                     .fetch_add(1, Ordering::Relaxed);
-                sample_cost::zipf_user(
-                    sample_cost::mix64(n),
-                    sample_cost::USERS,
-                    sample_cost::ZIPF_S,
-                )
+                cost::zipf_user(cost::mix64(n), cost::USERS, cost::ZIPF_S)
             }
         })
     }
@@ -450,11 +446,11 @@ impl WorkerState {
         let metrics = &self.shared.metrics;
         let work_started = Instant::now();
         let first = *metrics.first_api_request.get_or_init(Instant::now);
-        let warm = sample_cost::warmup_factor(first.elapsed().as_secs_f64(), settings.warmup_s);
+        let warm = cost::warmup_factor(first.elapsed().as_secs_f64(), settings.warmup_s);
         let (label, base, reads, memory_factor, miss_units) = match api {
             Api::Endpoint(e) => (
                 Cow::Borrowed(e.path()),
-                sample_cost::base_units(e, user),
+                cost::base_units(e, user),
                 e.downstream_reads() + settings.extra_reads,
                 e.memory_factor(),
                 0,
@@ -471,7 +467,7 @@ impl WorkerState {
                 metrics
                     .code_cache_misses
                     .fetch_add(cost.misses, Ordering::Relaxed);
-                let path = format!("{}{k}", crate::sample_ops::OP_PREFIX);
+                let path = format!("{}{k}", crate::sample::ops::OP_PREFIX);
                 (
                     Cow::Owned(path),
                     cost.units as f64,
@@ -481,20 +477,20 @@ impl WorkerState {
                 )
             }
         };
-        let units = sample_cost::effective_units(base, warm, settings.regress_cpu, reads);
+        let units = cost::effective_units(base, warm, settings.regress_cpu, reads);
         let checksum = match settings.work {
-            WorkKind::Cpu => sample_stages::run(user, units, &settings.slow),
+            WorkKind::Cpu => stages::run(user, units, &settings.slow),
             WorkKind::Sleep => {
                 let slept = (units as f64 * settings.slow.factor()).round() as u64;
                 thread::sleep(Duration::from_nanos(
                     slept.saturating_mul(SLEEP_NS_PER_UNIT),
                 ));
-                sample_cost::mix64(user ^ units)
+                cost::mix64(user ^ units)
             }
         };
         // A miss models a JIT's recompilation, which costs CPU whatever the work kind.
         let checksum = if miss_units > 0 {
-            sample_cost::burn(checksum, miss_units)
+            cost::burn(checksum, miss_units)
         } else {
             checksum
         };
@@ -504,7 +500,7 @@ impl WorkerState {
                 let (folded, steps) = log.append(user ^ units, settings.work == WorkKind::Cpu);
                 if settings.work == WorkKind::Sleep {
                     thread::sleep(Duration::from_nanos(
-                        steps.saturating_mul(SLEEP_NS_PER_UNIT) / sample_cost::STEPS_PER_UNIT,
+                        steps.saturating_mul(SLEEP_NS_PER_UNIT) / cost::STEPS_PER_UNIT,
                     ));
                 }
                 checksum ^ folded
@@ -513,14 +509,14 @@ impl WorkerState {
 
         // Memory scales with the base cost, not the warm-up or CPU knob, so the knobs stay
         // independent of each other.
-        let bytes = (base.round() as u64) * sample_cost::BYTES_PER_UNIT * memory_factor;
+        let bytes = (base.round() as u64) * cost::BYTES_PER_UNIT * memory_factor;
         let mut scratch = vec![0u8; usize::try_from(bytes).unwrap_or(usize::MAX / 2)];
-        let mut folded = sample_cost::touch(&mut scratch, checksum);
+        let mut folded = cost::touch(&mut scratch, checksum);
         drop(scratch);
         if settings.regress_mem > 0 {
             let mut extra =
                 vec![0u8; usize::try_from(settings.regress_mem).unwrap_or(usize::MAX / 2)];
-            folded ^= sample_cost::touch(&mut extra, checksum);
+            folded ^= cost::touch(&mut extra, checksum);
             if settings.retained_per_worker > 0 {
                 if self.retained.len() >= settings.retained_per_worker {
                     self.retained.pop_front();

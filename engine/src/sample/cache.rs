@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::sample_cost::{hash_bytes, mix64};
-use crate::sample_service::{accept_until, listen, parse_host, SampleServiceError};
+use crate::sample::cost::{hash_bytes, mix64};
+use crate::sample::service::{accept_until, listen, parse_host, SampleServiceError};
 
 /// How often idle loops look at the shutdown flag.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(100);

@@ -15,8 +15,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sample_cost::mix64;
-use crate::sample_service::SampleServiceError;
+use crate::sample::cost::mix64;
+use crate::sample::service::SampleServiceError;
 
 /// Functions each group owns.
 pub const FUNCTIONS_PER_GROUP: u32 = 12;

@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use crate::sample_cost::{hash_bytes, mix64};
-use crate::sample_service::SampleServiceError;
+use crate::sample::cost::{hash_bytes, mix64};
+use crate::sample::service::SampleServiceError;
 
 /// Largest `--stall-ms`: longer pauses would only test the load engine's timeouts.
 pub const MAX_STALL_MS: f64 = 10_000.0;
@@ -143,7 +143,7 @@ mod tests {
         let users: Vec<u64> = (0..100_000u64)
             .map(|i| i.to_string())
             .filter(|id| s.hits(id.as_bytes()))
-            .map(|id| crate::sample_cost::user_for_request_id(id.as_bytes()))
+            .map(|id| crate::sample::cost::user_for_request_id(id.as_bytes()))
             .collect();
         let top = users.iter().filter(|&&u| u <= 10).count() as f64 / users.len() as f64;
         assert!(

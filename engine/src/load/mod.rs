@@ -4,6 +4,13 @@
 //! Exit codes: 0 done, 1 a validity gate failed and `--strict` was given, 2 an error
 //! (returned as [`LoadError`]).
 
+pub mod client;
+pub mod histogram;
+pub mod pace;
+pub mod priority;
+pub mod replay;
+pub mod validity;
+
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
@@ -14,14 +21,14 @@ use std::sync::Arc;
 
 use clap::ValueEnum;
 
-use crate::http::parse_http_url;
-use crate::output::{self, Staged};
-use crate::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
-use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
-use crate::request_log;
-use crate::trace::{
+use crate::format::output::{self, Staged};
+use crate::format::request_log;
+use crate::format::trace::{
     is_header_value, is_token_byte, Trace, TraceError, TraceRequest, MAX_ENDPOINTS,
 };
+use crate::load::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
+use crate::net::http::parse_http_url;
+use replay::{Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
 
 /// How a URL is written, for messages.
 const URL_EXAMPLE: &str = "http://127.0.0.1:8080";
@@ -109,7 +116,7 @@ pub struct LoadArgs {
     /// between sends (it shares a CPU with a service) and nice -10 when it spins, keeping
     /// the default where refused; the summary's `scheduling` says what it got.
     #[arg(long, value_enum, default_value = "auto")]
-    pub priority: crate::priority::PriorityMode,
+    pub priority: crate::load::priority::PriorityMode,
     /// Write the summary JSON here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,

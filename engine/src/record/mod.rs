@@ -16,11 +16,11 @@ mod proxy;
 mod sample;
 mod writer;
 
-use crate::http::parse_http_url;
-pub use crate::http::{
+use crate::net::http::parse_http_url;
+pub use crate::net::http::{
     parse_request_head, BodyFraming, ChunkedDecoder, RequestHead, ResponseTracker,
 };
-use crate::sockets::wait_readable;
+use crate::net::sockets::wait_readable;
 pub use label::{normalize_ids, parse_label_rule, LabelRule, Labeler};
 pub use sample::{parse_probability, parse_reservoir, Decision, SampleSpec, Sampler};
 pub use writer::KeySource;
@@ -218,10 +218,10 @@ impl RecordArgs {
             }
         }
         let token = |flag: &str, name: &str, problems: &mut Vec<String>| {
-            if name.is_empty() || !name.bytes().all(crate::trace::is_token_byte) {
+            if name.is_empty() || !name.bytes().all(crate::format::trace::is_token_byte) {
                 problems.push(format!(
                     "--{flag} {name:?}: not a header or cookie name; {}, e.g. x-user-id",
-                    crate::trace::TOKEN_RULE
+                    crate::format::trace::TOKEN_RULE
                 ));
             }
         };
@@ -710,7 +710,7 @@ struct Header<'a> {
 /// The trace's first line; the format version comes first so a reader sees it at once.
 fn header_line(config: &RecordConfig) -> String {
     let header = Header {
-        hairline_trace: crate::trace::TRACE_VERSION,
+        hairline_trace: crate::format::trace::TRACE_VERSION,
         source: "record",
         created: iso8601_utc(SystemTime::now()),
         recorder: format!("hairline-engine {}", env!("CARGO_PKG_VERSION")),

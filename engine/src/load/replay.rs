@@ -28,13 +28,13 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::{json, Map, Value};
 
-use crate::client::{connect_error_kind, Conn, ConnState, ReadOutcome, Response};
-use crate::histogram::{new_latency_histogram, percentiles_us, record_ns};
-use crate::http::ResponseTracker;
-use crate::pace::{Arrival, Pacer, MAX_RATE_PER_S, NEVER_NS};
-use crate::priority::{self, Priority, PriorityMode};
-use crate::request_log::{ErrorKind, RequestRecord};
-use crate::validity;
+use crate::format::request_log::{ErrorKind, RequestRecord};
+use crate::load::client::{connect_error_kind, Conn, ConnState, ReadOutcome, Response};
+use crate::load::histogram::{new_latency_histogram, percentiles_us, record_ns};
+use crate::load::pace::{Arrival, Pacer, MAX_RATE_PER_S, NEVER_NS};
+use crate::load::priority::{self, Priority, PriorityMode};
+use crate::load::validity;
+use crate::net::http::ResponseTracker;
 
 /// Request ids of the warm-up phase start here, so measured ids are 0, 1, 2, ... on every
 /// run regardless of how long the warm-up took.

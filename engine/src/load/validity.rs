@@ -162,7 +162,7 @@ fn kolmogorov_p(d: f64, n: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pace::exponential_gap_ns;
+    use crate::load::pace::exponential_gap_ns;
 
     #[test]
     fn exponential_gaps_pass_and_constant_gaps_fail() {

@@ -12,9 +12,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Zipf};
 
-use crate::output::{self, Staged};
-use crate::sample_cost::{Endpoint, USERS, ZIPF_S};
-use crate::sample_ops::{MAX_OPS, OP_PREFIX};
+use crate::format::output::{self, Staged};
+use crate::sample::cost::{Endpoint, USERS, ZIPF_S};
+use crate::sample::ops::{MAX_OPS, OP_PREFIX};
 
 /// Endpoint mix: (endpoint, share of requests).
 pub const ENDPOINT_MIX: [(Endpoint, f64); 3] = [
