@@ -27,7 +27,7 @@ enum Command {
     /// Serve a memcached-like cache of limited capacity, a dependency for sample services.
     SampleCache(sample::cache::SampleCacheArgs),
     /// Write a synthetic JSONL trace for the sample service (endpoint mix, Zipf users).
-    SampleTrace(sample::service::SampleTraceArgs),
+    SampleTrace(sample::trace::SampleTraceArgs),
     /// Proxy a service's calls to one downstream: forward reads, answer writes here.
     Egress(egress::EgressArgs),
 }
@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         Command::SampleCache(args) => sample::cache::run(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
-        Command::SampleTrace(args) => sample::service::run_trace(args)
+        Command::SampleTrace(args) => sample::trace::run_trace(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
         Command::Egress(args) => egress::run(args)

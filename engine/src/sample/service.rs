@@ -17,35 +17,29 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream};
-use mio::unix::SourceFd;
+use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::net::http::{parse_request_head, BodyFraming, RequestHead};
+use crate::net::listen::{accept_until, listen, parse_host, ListenError, SHUTDOWN_POLL};
 use crate::net::recv_stamp;
 use crate::sample::cache::{parse_cache_address, tighten_timer_slack, CacheClient};
 use crate::sample::cost::{self, Endpoint};
+use crate::sample::flag::BadFlag;
 use crate::sample::log::{LogCodec, RequestLog, MAX_LOG_BATCH};
 use crate::sample::metrics::{Metrics, Route, Status};
 use crate::sample::ops::{CodeCache, Ops};
 use crate::sample::stages::{self, Slowdowns, STAGE_NAMES_HINT};
 use crate::sample::stall::Stall;
 
-pub use crate::sample::trace::{run_trace, SampleTraceArgs, SampleTraceError};
-
-/// How often idle loops look at the shutdown flag. A stop does not wait for it: a stop
-/// signal wakes the accepting poll through a pipe (`accept_until`), which wakes the workers;
-/// it took up to this long, twice per batch of every experiment, before they did.
-const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 /// Request bodies are read and ignored; larger ones are refused (413).
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Upper bound of the memory `--regress-mem` keeps resident, over all workers.
@@ -142,26 +136,12 @@ pub struct SampleServiceArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleServiceError {
-    #[error("port {port} on {host} is already in use; pass --port 0 to pick a free port, or stop the process holding it")]
-    PortInUse { host: String, port: u16 },
-    #[error("cannot listen on {host}:{port}")]
-    Listen {
-        host: String,
-        port: u16,
-        source: io::Error,
-    },
-    #[error("--host {0:?} is not an IP address (write e.g. 127.0.0.1 or ::1)")]
-    BadHost(String),
-    #[error("--{flag} {value} is invalid: {hint}")]
-    BadFlag {
-        flag: &'static str,
-        value: String,
-        hint: &'static str,
-    },
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    #[error(transparent)]
+    BadFlag(#[from] BadFlag),
     #[error("cannot start the sample service")]
     Io(#[from] io::Error),
-    #[error(transparent)]
-    Trace(#[from] SampleTraceError),
 }
 
 /// Checked settings the workers share.
@@ -194,11 +174,12 @@ fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
     let ip = parse_host(&args.host)?;
     let threads = match args.threads {
         Some(0) => {
-            return Err(SampleServiceError::BadFlag {
+            return Err(BadFlag {
                 flag: "threads",
                 value: "0".into(),
                 hint: "write a positive number of worker threads, or leave it out",
-            })
+            }
+            .into())
         }
         Some(n) => n,
         None => thread::available_parallelism()
@@ -206,69 +187,70 @@ fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
             .unwrap_or(1),
     };
     if !(args.warmup_s.is_finite() && args.warmup_s >= 0.0) {
-        return Err(SampleServiceError::BadFlag {
+        return Err(BadFlag {
             flag: "warmup-s",
             value: args.warmup_s.to_string(),
             hint: "write a number of seconds >= 0",
-        });
+        }
+        .into());
     }
     if !(args.regress_cpu.is_finite() && args.regress_cpu > -1.0 && args.regress_cpu <= 100.0) {
-        return Err(SampleServiceError::BadFlag {
+        return Err(BadFlag {
             flag: "regress-cpu",
             value: args.regress_cpu.to_string(),
             hint: "write a fraction of extra work per request in (-1, 100], e.g. 0.03 for 3% more",
-        });
+        }
+        .into());
     }
-    let slow =
-        Slowdowns::parse(&args.slow_function).ok_or_else(|| SampleServiceError::BadFlag {
-            flag: "slow-function",
-            value: args.slow_function.join(" "),
-            hint: STAGE_NAMES_HINT,
-        })?;
+    let slow = Slowdowns::parse(&args.slow_function).ok_or_else(|| BadFlag {
+        flag: "slow-function",
+        value: args.slow_function.join(" "),
+        hint: STAGE_NAMES_HINT,
+    })?;
     if args.regress_mem > MAX_REGRESS_MEM_BYTES {
-        return Err(SampleServiceError::BadFlag {
+        return Err(BadFlag {
             flag: "regress-mem",
             value: args.regress_mem.to_string(),
             hint: "write at most 1073741824 bytes (1 GiB) per request",
-        });
+        }
+        .into());
     }
     if args.extra_reads > MAX_EXTRA_READS {
-        return Err(SampleServiceError::BadFlag {
+        return Err(BadFlag {
             flag: "extra-reads",
             value: args.extra_reads.to_string(),
             hint: "write at most 100000 extra reads per request",
-        });
+        }
+        .into());
     }
     let cache = match &args.cache {
         None => None,
-        Some(value) => {
-            Some(
-                parse_cache_address(value).ok_or_else(|| SampleServiceError::BadFlag {
-                    flag: "cache",
-                    value: value.clone(),
-                    hint: "write the sample-cache's HOST:PORT, e.g. 127.0.0.1:11211",
-                })?,
-            )
-        }
+        Some(value) => Some(parse_cache_address(value).ok_or_else(|| BadFlag {
+            flag: "cache",
+            value: value.clone(),
+            hint: "write the sample-cache's HOST:PORT, e.g. 127.0.0.1:11211",
+        })?),
     };
     let log = match (args.log_batch, args.log_codec) {
         (None, None) => None,
         (None, Some(codec)) => {
-            return Err(SampleServiceError::BadFlag {
+            return Err(BadFlag {
                 flag: "log-codec",
                 value: format!("{codec:?}").to_lowercase(),
                 hint: "the codec is the request log's: pass --log-batch N too",
-            })
+            }
+            .into())
         }
         (Some(n), codec) if (1..=MAX_LOG_BATCH).contains(&n) => {
             Some((n, codec.unwrap_or(LogCodec::None)))
         }
         (Some(n), _) => {
-            return Err(SampleServiceError::BadFlag {
+            return Err(BadFlag {
                 flag: "log-batch",
                 value: n.to_string(),
                 hint: "write a number of requests per flush from 1 to 65536, or leave it out",
-            })
+            }
+            .into())
         }
     };
     Ok(Checked {
@@ -795,92 +777,6 @@ fn worker_loop(
                             conn.writable_interest = want_write;
                         }
                     }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `--host` as an IP address.
-pub(crate) fn parse_host(host: &str) -> Result<std::net::IpAddr, SampleServiceError> {
-    host.parse()
-        .map_err(|_| SampleServiceError::BadHost(host.to_string()))
-}
-
-/// Listens on `addr`, naming a port in use and how to pick another.
-pub(crate) fn bind(addr: SocketAddr) -> Result<StdListener, SampleServiceError> {
-    StdListener::bind(addr).map_err(|source| {
-        let (host, port) = (addr.ip().to_string(), addr.port());
-        if source.kind() == io::ErrorKind::AddrInUse {
-            SampleServiceError::PortInUse { host, port }
-        } else {
-            SampleServiceError::Listen { host, port, source }
-        }
-    })
-}
-
-/// Accepts connections and hands each to `on_stream` until `shutdown` is set. An accept that
-/// fails (out of descriptors and the like) is said on stderr, under `who`, and serving goes on.
-/// The non-blocking listener on `addr`, its bound address (port 0 resolved) and the flag
-/// SIGTERM and SIGINT set: what each of the engine's servers starts with.
-pub(crate) fn listen(
-    addr: SocketAddr,
-) -> Result<(TcpListener, SocketAddr, Arc<AtomicBool>), SampleServiceError> {
-    let std_listener = bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    let local = std_listener.local_addr()?;
-    let shutdown = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&shutdown))?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&shutdown))?;
-    Ok((TcpListener::from_std(std_listener), local, shutdown))
-}
-
-pub(crate) fn accept_until(
-    mut listener: TcpListener,
-    shutdown: &AtomicBool,
-    who: &str,
-    mut on_stream: impl FnMut(TcpStream) -> io::Result<()>,
-) -> io::Result<()> {
-    let mut poll = Poll::new()?;
-    const LISTENER: Token = Token(0);
-    const STOP: Token = Token(1);
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
-    // A stop signal also writes to this pipe, so the poll wakes whichever thread took the
-    // signal and however close to the poll's start it came (a flag alone can be set just
-    // after the loop looked at it, and the poll then sleeps its whole timeout).
-    let (stop_read, stop_write) = UnixStream::pair()?;
-    stop_read.set_nonblocking(true)?;
-    stop_write.set_nonblocking(true)?;
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::low_level::pipe::register(signal, stop_write.try_clone()?)?;
-    }
-    poll.registry().register(
-        &mut SourceFd(&stop_read.as_raw_fd()),
-        STOP,
-        Interest::READABLE,
-    )?;
-    let mut events = Events::with_capacity(64);
-    while !shutdown.load(Ordering::Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(SHUTDOWN_POLL)) {
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if !events.iter().any(|e| e.token() == LISTENER) {
-            continue;
-        }
-        loop {
-            match listener.accept() {
-                Ok((stream, _)) => on_stream(stream)?,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    eprintln!("{who}: accept failed: {e}");
-                    thread::sleep(Duration::from_millis(10));
-                    break;
                 }
             }
         }

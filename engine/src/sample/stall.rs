@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use crate::sample::cost::{hash_bytes, mix64};
-use crate::sample::service::SampleServiceError;
+use crate::sample::flag::BadFlag;
 
 /// Largest `--stall-ms`: longer pauses would only test the load engine's timeouts.
 pub const MAX_STALL_MS: f64 = 10_000.0;
@@ -28,13 +28,9 @@ pub struct Stall {
 
 impl Stall {
     /// Checks `--stall-every` and `--stall-ms`, which go together; `None` without them.
-    pub fn from_flags(
-        every: Option<u64>,
-        ms: Option<f64>,
-    ) -> Result<Option<Stall>, SampleServiceError> {
-        let bad = |flag: &'static str, value: String, hint: &'static str| {
-            SampleServiceError::BadFlag { flag, value, hint }
-        };
+    pub fn from_flags(every: Option<u64>, ms: Option<f64>) -> Result<Option<Stall>, BadFlag> {
+        let bad =
+            |flag: &'static str, value: String, hint: &'static str| BadFlag { flag, value, hint };
         match (every, ms) {
             (None, None) => Ok(None),
             (Some(n), None) => Err(bad(
