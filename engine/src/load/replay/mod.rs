@@ -25,7 +25,6 @@ mod warmup;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufWriter, Write as _};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -41,14 +40,14 @@ use serde_json::Value;
 use crate::format::request_log::ErrorKind;
 use crate::load::client::Conn;
 use crate::load::histogram::new_latency_histogram;
-use crate::load::pace::{Arrival, Pacer, NEVER_NS};
-use crate::load::priority::{self, Priority, PriorityMode};
+use crate::load::pace::{Pacer, NEVER_NS};
+use crate::load::plan::Plan;
+use crate::load::priority::{self, Priority};
 use control::{spawn_control_reader, Command};
 use stats::{new_stats, TargetStats};
 pub use timer::now_ns;
 use timer::Timer;
 use warmup::spawn_warm_prober;
-pub use warmup::WarmProbe;
 
 /// Request ids of the warm-up phase start here, so measured ids are 0, 1, 2, ... on every
 /// run regardless of how long the warm-up took.
@@ -67,49 +66,6 @@ const SIGNAL_DRAIN_NS: u64 = 500_000_000;
 const WAKER: Token = Token(0);
 const TIMER: Token = Token(1);
 const FIRST_CONN: usize = 2;
-
-/// One target, resolved.
-#[derive(Debug, Clone)]
-pub struct TargetPlan {
-    pub name: String,
-    pub url: String,
-    pub addr: SocketAddr,
-    /// Per request template: the request head up to (not including) the request-id header.
-    pub heads: Vec<Vec<u8>>,
-}
-
-/// Everything a run needs, validated.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    pub targets: Vec<TargetPlan>,
-    pub bodies: Vec<Vec<u8>>,
-    pub head_request: Vec<bool>,
-    pub endpoints: Vec<String>,
-    pub template_endpoint: Vec<u16>,
-    /// `--pace ordered`: each template's key id and the number of keys.
-    pub ordered_keys: Option<(Vec<u32>, usize)>,
-    pub arrival: Arrival,
-    pub arrival_name: &'static str,
-    pub pace_name: &'static str,
-    pub rate_per_s: f64,
-    /// `None`: run until stopped (only with `--control`).
-    pub duration_ns: Option<u64>,
-    pub warmup_arrival: Arrival,
-    pub warmup_rate_per_s: f64,
-    pub warmup_ns: u64,
-    pub warm_probes: Vec<WarmProbe>,
-    pub warm_timeout_ns: u64,
-    pub connections: usize,
-    pub max_in_flight: usize,
-    pub timeout_ns: u64,
-    pub interval_ns: u64,
-    /// The last stretch before a due time that is spun rather than slept (`--spin-us`).
-    pub spin_ns: u64,
-    /// The event loop thread's scheduling policy (`--priority`).
-    pub priority: PriorityMode,
-    pub control: bool,
-    pub seed: u64,
-}
 
 /// Where per-request and per-interval data go while the run is going.
 #[derive(Default)]

@@ -2,7 +2,7 @@
 //! and `--warmup-duration` passed, or `--warm-timeout` reached with a target still cold.
 
 use std::io::{self, Read as _};
-use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::net::TcpStream as StdTcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,17 +11,8 @@ use mio::Waker;
 
 use super::{Engine, ReplayError};
 use crate::load::pace::Pacer;
+use crate::load::plan::WarmProbe;
 use crate::net::http::ResponseTracker;
-
-/// A warm-up probe: GET `path` on `addr` until it answers 2xx.
-#[derive(Debug, Clone)]
-pub struct WarmProbe {
-    pub target: usize,
-    pub url: String,
-    pub addr: SocketAddr,
-    pub host: String,
-    pub path: String,
-}
 
 impl Engine<'_> {
     /// Starts the measurement once the warm-up is over; fails when a target is still not
