@@ -10,7 +10,7 @@ use crate::record::sample::Decision;
 use crate::record::shared::{MirrorJob, Shared};
 
 /// Copies of one request for the writer and the mirror.
-pub(crate) struct Capture {
+pub(super) struct Capture {
     record: Option<Decision>,
     label: Option<String>,
     mirror: bool,
@@ -26,7 +26,7 @@ pub(crate) struct Capture {
 impl Capture {
     /// Decides what is copied of a request that arrived at `ts_us`: recorded (by the
     /// sampler, counted when kept), mirrored, both or neither. `head` is its head as sent.
-    pub(crate) fn new(shared: &Shared, path: Option<&str>, head: &[u8], ts_us: u64) -> Capture {
+    pub(super) fn new(shared: &Shared, path: Option<&str>, head: &[u8], ts_us: u64) -> Capture {
         let label = match path {
             Some(p) if shared.needs_label => Some(shared.format.labeler.label(p)),
             _ => None,
@@ -61,11 +61,11 @@ impl Capture {
         }
     }
 
-    pub(crate) fn wanted(&self) -> bool {
+    pub(super) fn wanted(&self) -> bool {
         (self.record.is_some() || self.mirror) && !self.too_big
     }
 
-    pub(crate) fn add(&mut self, raw: &[u8], decoded: &[u8], limit: usize) {
+    pub(super) fn add(&mut self, raw: &[u8], decoded: &[u8], limit: usize) {
         if !self.wanted() {
             return;
         }
@@ -85,7 +85,7 @@ impl Capture {
     }
 
     /// Hands the copies to the writer and the mirror once the request body is complete.
-    pub(crate) fn hand_over(&mut self, shared: &Shared, ts_us: u64, head_request: bool) {
+    pub(super) fn hand_over(&mut self, shared: &Shared, ts_us: u64, head_request: bool) {
         let capture = self;
         let counters = &shared.counters;
         if capture.too_big {
@@ -140,7 +140,7 @@ impl Capture {
     }
 
     /// Accounts for copies that will never be handed over (the request did not complete).
-    pub(crate) fn lose(&mut self, shared: &Shared) {
+    pub(super) fn lose(&mut self, shared: &Shared) {
         self.too_big = true;
         self.hand_over(shared, 0, false);
     }

@@ -30,7 +30,7 @@ struct Header<'a> {
 }
 
 /// The trace's first line; the format version comes first so a reader sees it at once.
-pub(crate) fn header_line(config: &RecordConfig) -> String {
+pub(super) fn header_line(config: &RecordConfig) -> String {
     let header = Header {
         hairline_trace: TRACE_VERSION,
         source: "record",

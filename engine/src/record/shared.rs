@@ -106,51 +106,51 @@ pub struct MirrorJob {
 
 /// What every thread of a recording shares.
 pub(crate) struct Shared {
-    pub(crate) counters: Counters,
-    pub(crate) stop: Arc<AtomicBool>,
+    pub(super) counters: Counters,
+    pub(super) stop: Arc<AtomicBool>,
     /// Set when the stop begins: requests still in flight after it are abandoned.
-    pub(crate) abandon_at: OnceLock<Instant>,
+    pub(super) abandon_at: OnceLock<Instant>,
     /// Set once the proxy threads are done: the writer writes what is left and ends, and
     /// the mirror threads send what is queued and end.
-    pub(crate) draining: AtomicBool,
-    pub(crate) writer_done: AtomicBool,
+    pub(super) draining: AtomicBool,
+    pub(super) writer_done: AtomicBool,
     /// Set when the stop's drain begins: mirror requests still queued after it are dropped
     /// (and counted) instead of sent.
-    pub(crate) mirror_deadline: OnceLock<Instant>,
+    pub(super) mirror_deadline: OnceLock<Instant>,
     /// Mirror threads still running.
-    pub(crate) mirror_workers: AtomicUsize,
+    pub(super) mirror_workers: AtomicUsize,
     /// Mirror requests taken from the queue and not counted yet (being sent).
-    pub(crate) mirror_in_flight: AtomicU64,
-    pub(crate) mirror_timeout: Duration,
-    pub(crate) clock: Clock,
-    pub(crate) sampler: Mutex<Sampler>,
-    pub(crate) needs_label: bool,
-    pub(crate) format: LineFormat,
-    pub(crate) samples: Sender<Sample>,
-    pub(crate) queued_bytes: AtomicUsize,
-    pub(crate) mirror: Option<Sender<MirrorJob>>,
-    pub(crate) mirror_all: bool,
-    pub(crate) upstream: SocketAddr,
-    pub(crate) upstream_url: String,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) upstream_timeout: Duration,
-    pub(crate) max_body_bytes: usize,
-    pub(crate) stats_path: String,
+    pub(super) mirror_in_flight: AtomicU64,
+    pub(super) mirror_timeout: Duration,
+    pub(super) clock: Clock,
+    pub(super) sampler: Mutex<Sampler>,
+    pub(super) needs_label: bool,
+    pub(super) format: LineFormat,
+    pub(super) samples: Sender<Sample>,
+    pub(super) queued_bytes: AtomicUsize,
+    pub(super) mirror: Option<Sender<MirrorJob>>,
+    pub(super) mirror_all: bool,
+    pub(super) upstream: SocketAddr,
+    pub(super) upstream_url: String,
+    pub(super) connect_timeout: Duration,
+    pub(super) upstream_timeout: Duration,
+    pub(super) max_body_bytes: usize,
+    pub(super) stats_path: String,
     /// Whether every request is recorded: then the sampler is not consulted.
-    pub(crate) record_all: bool,
+    pub(super) record_all: bool,
     /// Client connections being served.
-    pub(crate) active: AtomicUsize,
+    pub(super) active: AtomicUsize,
     /// A handle on each client socket, to wake its thread at a stop.
-    pub(crate) clients: Mutex<HashMap<u64, TcpStream>>,
+    pub(super) clients: Mutex<HashMap<u64, TcpStream>>,
 }
 
 impl Shared {
-    pub(crate) fn abandon_now(&self) -> bool {
+    pub(super) fn abandon_now(&self) -> bool {
         self.abandon_at.get().is_some_and(|t| Instant::now() >= *t)
     }
 
     /// Queues a sample for the writer unless the queue is full; never waits.
-    pub(crate) fn offer_sample(&self, sample: Sample) -> bool {
+    pub(super) fn offer_sample(&self, sample: Sample) -> bool {
         let size = sample.size();
         if self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > MAX_QUEUED_BYTES {
             self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
