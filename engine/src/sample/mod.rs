@@ -12,6 +12,7 @@
 pub mod cache;
 pub mod cost;
 pub mod flag;
+pub mod handler;
 pub mod log;
 pub mod metrics;
 pub mod ops;
@@ -19,3 +20,4 @@ pub mod service;
 pub mod stages;
 pub mod stall;
 pub mod trace;
+pub mod worker;

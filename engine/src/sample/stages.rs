@@ -144,9 +144,9 @@ mod tests {
     fn a_slowdown_adds_its_fraction_to_one_stage_only() {
         let slow = Slowdowns::parse(&["escape_strings=0.2".to_string()]).unwrap();
         let none = Slowdowns::default();
-        for i in 0..STAGES.len() {
+        for (i, (name, _)) in STAGES.iter().enumerate() {
             let (a, b) = (none.steps(i, 100_000), slow.steps(i, 100_000));
-            if STAGES[i].0 == "escape_strings" {
+            if *name == "escape_strings" {
                 assert_eq!((a, b), (1_000, 1_200));
             } else {
                 assert_eq!(a, b);
