@@ -12,7 +12,8 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{HttpPolicy, Shared};
+use crate::egress::config::HttpPolicy;
+use crate::egress::shared::Shared;
 use crate::net::http::{
     parse_request_head, BodyFraming, ChunkedDecoder, RequestHead, ResponseTracker,
 };

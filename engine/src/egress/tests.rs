@@ -2,7 +2,9 @@
 
 use super::*;
 use clap::Parser;
+use serde_json::{json, Value};
 use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
 
 #[derive(Parser)]
 struct Cli {
