@@ -13,6 +13,7 @@ pub mod pace;
 pub mod plan;
 pub mod priority;
 pub mod replay;
+pub mod summary;
 pub mod targets;
 pub mod validity;
 
@@ -70,10 +71,7 @@ pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
     };
     // The sinks are flushed and closed by the time the run returns.
     let summary = replay::run(&plan, sinks, stop)?;
-    let valid = summary
-        .get("valid")
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
+    let valid = summary.valid;
     match (summary_file, &args.summary) {
         (Some((file, mut w)), Some(path)) => {
             serde_json::to_writer_pretty(&mut w, &summary)

@@ -6,10 +6,11 @@ use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::sync::Arc;
 
 use mio::Waker;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{Engine, Phase};
 use crate::load::pace::{Pacer, MAX_RATE_PER_S};
+use crate::load::summary::RateChange;
 
 /// Commands read from stdin under `--control`.
 #[derive(Debug, Clone, Copy)]
@@ -32,10 +33,10 @@ impl Engine<'_> {
             match rx.try_recv() {
                 Ok(Command::SetRate(r)) => {
                     self.rate_per_s = r;
-                    self.rate_changes.push(json!({
-                        "at_s": self.since_measure_s(now),
-                        "rate_per_s": r,
-                    }));
+                    self.rate_changes.push(RateChange {
+                        at_s: self.since_measure_s(now),
+                        rate_per_s: r,
+                    });
                     if self.phase == Phase::Measure {
                         pacer.set_rate(now, r);
                         self.last_tick_ns = None;

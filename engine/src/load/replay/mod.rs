@@ -35,7 +35,6 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use serde_json::Value;
 
 use crate::format::request_log::ErrorKind;
 use crate::load::client::Conn;
@@ -43,6 +42,7 @@ use crate::load::histogram::new_latency_histogram;
 use crate::load::pace::{Pacer, NEVER_NS};
 use crate::load::plan::Plan;
 use crate::load::priority::{self, Priority};
+use crate::load::summary::{IntervalLine, RateChange, Summary};
 use control::{spawn_control_reader, Command};
 use stats::{new_stats, TargetStats};
 pub use timer::now_ns;
@@ -156,8 +156,8 @@ struct Engine<'p> {
     gaps: Vec<f64>,
     last_tick_ns: Option<u64>,
     rate_per_s: f64,
-    rate_changes: Vec<Value>,
-    intervals: Vec<Value>,
+    rate_changes: Vec<RateChange>,
+    intervals: Vec<IntervalLine>,
     interval_start_ns: u64,
     /// The current interval's share of `scheduled`, `late_sends` and the targets' drops: a
     /// controller needs them per interval to tell a saturated generator from a saturated
@@ -176,8 +176,8 @@ struct Engine<'p> {
     run_delay_end_ns: Option<u64>,
 }
 
-/// Runs the plan to completion and returns the summary JSON.
-pub fn run(plan: &Plan, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<Value, ReplayError> {
+/// Runs the plan to completion and returns its summary.
+pub fn run(plan: &Plan, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<Summary, ReplayError> {
     let poll = Poll::new()?;
     let timer = Timer::new()?;
     poll.registry()

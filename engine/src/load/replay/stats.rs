@@ -1,6 +1,6 @@
 //! What a run counts and what the counts become: per target and endpoint histograms and
 //! counters, each interval's line (printed under `--control`, kept for the summary, written
-//! to the HDR log), and the summary at the end.
+//! to the HDR log), and the summary at the end (its types: `load::summary`).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write as _};
@@ -8,12 +8,15 @@ use std::time::Duration;
 
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::Histogram;
-use serde_json::{json, Map, Value};
 
 use super::{Engine, ReplayError};
 use crate::format::request_log::ErrorKind;
 use crate::load::histogram::{new_latency_histogram, percentiles_us};
 use crate::load::pace::Arrival;
+use crate::load::summary::{
+    EndpointSummary, IntervalLine, IntervalTarget, PoissonKs, Scheduling, Summary, TargetSummary,
+    Warmup, SUMMARY_VERSION,
+};
 use crate::load::validity;
 
 pub(super) struct EndpointStats {
@@ -72,23 +75,27 @@ impl Engine<'_> {
     pub(super) fn close_interval(&mut self, end_ns: u64) -> Result<(), ReplayError> {
         let start_ns = self.interval_start_ns;
         let length_s = end_ns.saturating_sub(start_ns) as f64 / 1e9;
-        let mut per_target = Map::new();
+        let mut per_target = BTreeMap::new();
         for (k, t) in self.targets.iter_mut().enumerate() {
             let s = &mut t.stats;
             let p = percentiles_us(&s.iv_hist);
             per_target.insert(
                 self.plan.targets[k].name.clone(),
-                json!({
-                    "requests": s.iv_requests,
-                    "errors": s.iv_errors,
-                    "sent": s.iv_sent,
-                    "achieved_rate_per_s": if length_s > 0.0 { s.iv_sent as f64 / length_s } else { 0.0 },
-                    "mean_us": p.mean,
-                    "p50_us": p.p50,
-                    "p99_us": p.p99,
-                    "p999_us": p.p999,
-                    "max_us": p.max,
-                }),
+                IntervalTarget {
+                    achieved_rate_per_s: if length_s > 0.0 {
+                        s.iv_sent as f64 / length_s
+                    } else {
+                        0.0
+                    },
+                    errors: s.iv_errors,
+                    max_us: p.max,
+                    mean_us: p.mean,
+                    p50_us: p.p50,
+                    p999_us: p.p999,
+                    p99_us: p.p99,
+                    requests: s.iv_requests,
+                    sent: s.iv_sent,
+                },
             );
             if let Some(w) = self.sinks.hdr_log.as_mut() {
                 let name = &self.plan.targets[k].name;
@@ -115,18 +122,18 @@ impl Engine<'_> {
             s.iv_errors = 0;
             s.iv_sent = 0;
         }
-        let line = json!({
-            "type": "interval",
-            "start_s": (start_ns - self.measure_start_ns) as f64 / 1e9,
-            "end_s": end_ns.saturating_sub(self.measure_start_ns) as f64 / 1e9,
-            "rate_per_s": self.rate_per_s,
-            "scheduled": self.iv_scheduled,
-            "late_sends": self.iv_late_sends,
-            "behind": self.iv_behind,
-            "dropped": self.iv_dropped,
-            "in_flight": self.targets.iter().map(|t| t.outstanding).sum::<usize>(),
-            "targets": per_target,
-        });
+        let line = IntervalLine {
+            behind: self.iv_behind,
+            dropped: self.iv_dropped,
+            end_s: end_ns.saturating_sub(self.measure_start_ns) as f64 / 1e9,
+            in_flight: self.targets.iter().map(|t| t.outstanding).sum(),
+            late_sends: self.iv_late_sends,
+            rate_per_s: self.rate_per_s,
+            scheduled: self.iv_scheduled,
+            start_s: (start_ns - self.measure_start_ns) as f64 / 1e9,
+            targets: per_target,
+            kind: "interval",
+        };
         self.iv_scheduled = 0;
         self.iv_late_sends = 0;
         self.iv_behind = 0;
@@ -134,14 +141,17 @@ impl Engine<'_> {
         if self.plan.control {
             let mut out = io::stdout().lock();
             // A closed stdout must not end the run; the summary still gets written.
-            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+            let _ = serde_json::to_writer(&mut out, &line)
+                .map_err(io::Error::from)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush());
         }
         self.intervals.push(line);
         self.interval_start_ns = end_ns;
         Ok(())
     }
 
-    pub(super) fn summary(&mut self, stopped_by: &str) -> Result<Value, ReplayError> {
+    pub(super) fn summary(&mut self, stopped_by: &'static str) -> Result<Summary, ReplayError> {
         let plan = self.plan;
         if let Some(w) = self.sinks.requests.as_mut() {
             w.flush().map_err(|source| ReplayError::Output {
@@ -164,7 +174,7 @@ impl Engine<'_> {
                 0.0
             }
         };
-        let mut targets = Map::new();
+        let mut targets = BTreeMap::new();
         let mut sent_per_target = Vec::new();
         let mut dropped = 0;
         for (k, t) in self.targets.iter().enumerate() {
@@ -172,108 +182,116 @@ impl Engine<'_> {
             let name = plan.targets[k].name.clone();
             dropped += s.dropped;
             sent_per_target.push((name.clone(), s.sent));
-            let mut errors_by_kind = Map::new();
-            for kind in ErrorKind::ALL.iter().skip(1) {
-                let n = s.errors_by_kind[*kind as usize];
-                if n > 0 {
-                    errors_by_kind.insert(kind.name().to_owned(), json!(n));
-                }
-            }
-            let status: Map<String, Value> = s
+            let errors_by_kind = ErrorKind::ALL
+                .iter()
+                .skip(1)
+                .map(|kind| (kind.name(), s.errors_by_kind[*kind as usize]))
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            let status = s
                 .status
                 .iter()
-                .map(|(code, n)| (code.to_string(), json!(n)))
+                .map(|(code, n)| (code.to_string(), *n))
                 .collect();
-            let mut endpoints = Map::new();
-            for (e, ep) in s.endpoints.iter().enumerate() {
-                if ep.requests == 0 {
-                    continue;
-                }
-                endpoints.insert(
-                    plan.endpoints[e].clone(),
-                    json!({
-                        "requests": ep.requests,
-                        "errors": ep.errors,
-                        "latency_us": percentiles_us(&ep.hist),
-                        "uncorrected_latency_us": percentiles_us(&ep.uhist),
-                    }),
-                );
-            }
+            let endpoints = s
+                .endpoints
+                .iter()
+                .enumerate()
+                .filter(|(_, ep)| ep.requests > 0)
+                .map(|(e, ep)| {
+                    let summary = EndpointSummary {
+                        errors: ep.errors,
+                        latency_us: percentiles_us(&ep.hist),
+                        requests: ep.requests,
+                        uncorrected_latency_us: percentiles_us(&ep.uhist),
+                    };
+                    (plan.endpoints[e].clone(), summary)
+                })
+                .collect();
             targets.insert(
                 name,
-                json!({
-                    "index": k,
-                    "url": plan.targets[k].url,
-                    "requests": s.requests,
-                    "errors": s.errors,
-                    "sent": s.sent,
-                    "dropped": s.dropped,
-                    "queued_sends": s.queued_sends,
-                    "bytes": s.bytes,
-                    "achieved_rate_per_s": per_s(s.sent),
-                    "latency_us": percentiles_us(&s.hist),
-                    "uncorrected_latency_us": percentiles_us(&s.uhist),
-                    "status": status,
-                    "errors_by_kind": errors_by_kind,
-                    "endpoints": endpoints,
-                }),
+                TargetSummary {
+                    achieved_rate_per_s: per_s(s.sent),
+                    bytes: s.bytes,
+                    dropped: s.dropped,
+                    endpoints,
+                    errors: s.errors,
+                    errors_by_kind,
+                    index: k,
+                    latency_us: percentiles_us(&s.hist),
+                    queued_sends: s.queued_sends,
+                    requests: s.requests,
+                    sent: s.sent,
+                    status,
+                    uncorrected_latency_us: percentiles_us(&s.uhist),
+                    url: plan.targets[k].url.clone(),
+                },
             );
         }
+        let poisson = matches!(plan.arrival, Arrival::Poisson { .. });
         let mut gates = vec![
             validity::rate_gate(self.scheduled, &sent_per_target),
             validity::late_gate(self.behind, self.scheduled),
             validity::dropped_gate(dropped),
         ];
-        if matches!(plan.arrival, Arrival::Poisson { .. }) {
+        if poisson {
             gates.push(validity::poisson_gate(&self.gaps));
         }
         let valid = gates.iter().all(|g| g.passed);
         let (ks_d, ks_p) = validity::ks_exponential(&self.gaps);
-        Ok(json!({
-            "hairline_load_summary": 1,
-            "target_names": plan.targets.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-            "endpoints": plan.endpoints,
-            "error_kinds": ErrorKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>(),
-            "targets": targets,
-            "arrival": plan.arrival_name,
-            "pace": plan.pace_name,
-            "seed": plan.seed,
-            "rate_per_s": plan.rate_per_s,
-            "final_rate_per_s": self.rate_per_s,
-            "rate_changes": self.rate_changes,
-            "duration_s": window_s,
-            "requested_duration_s": plan.duration_ns.map(|d| d as f64 / 1e9),
-            "scheduled": self.scheduled,
-            "scheduled_rate_per_s": per_s(self.scheduled),
-            "late_sends": self.late_sends,
-            "behind": self.behind,
-            "late_share": if !self.lateness.is_empty() { self.late_sends as f64 / self.lateness.len() as f64 } else { 0.0 },
-            "pacing_error_us": percentiles_us(&self.lateness),
-            "dispatch_skew_us": percentiles_us(&self.skew),
-            "dropped": dropped,
-            "poisson_ks": if matches!(plan.arrival, Arrival::Poisson { .. }) {
-                json!({"d": ks_d, "p": ks_p, "n": self.gaps.len()})
-            } else { Value::Null },
-            "valid": valid,
-            "gates": gates,
-            "stopped_by": stopped_by,
-            "warmup": {"requests": self.warmup_sent, "rate_per_s": plan.warmup_rate_per_s, "duration_s": plan.warmup_ns as f64 / 1e9},
-            "interval_s": plan.interval_ns as f64 / 1e9,
-            "intervals": self.intervals,
-            "connections": plan.connections,
-            "max_in_flight": plan.max_in_flight,
-            "timeout_ms": plan.timeout_ns / 1_000_000,
-            "spin_us": plan.spin_ns / 1_000,
-            "scheduling": {
-                "policy": self.priority.policy,
-                "detail": self.priority.detail,
-                // How long the loop was runnable but had no CPU during the measurement:
-                // lateness from sharing a CPU, not from the loop's own work.
-                "run_delay_ms": match (self.run_delay_start_ns, self.run_delay_end_ns) {
-                    (Some(a), Some(b)) => json!(b.saturating_sub(a) as f64 / 1e6),
-                    _ => Value::Null,
+        Ok(Summary {
+            arrival: plan.arrival_name,
+            behind: self.behind,
+            connections: plan.connections,
+            dispatch_skew_us: percentiles_us(&self.skew),
+            dropped,
+            duration_s: window_s,
+            endpoints: plan.endpoints.clone(),
+            error_kinds: ErrorKind::ALL.iter().map(|k| k.name()).collect(),
+            final_rate_per_s: self.rate_per_s,
+            gates,
+            hairline_load_summary: SUMMARY_VERSION,
+            interval_s: plan.interval_ns as f64 / 1e9,
+            intervals: std::mem::take(&mut self.intervals),
+            late_sends: self.late_sends,
+            late_share: if !self.lateness.is_empty() {
+                self.late_sends as f64 / self.lateness.len() as f64
+            } else {
+                0.0
+            },
+            max_in_flight: plan.max_in_flight,
+            pace: plan.pace_name,
+            pacing_error_us: percentiles_us(&self.lateness),
+            poisson_ks: poisson.then_some(PoissonKs {
+                d: ks_d,
+                n: self.gaps.len(),
+                p: ks_p,
+            }),
+            rate_changes: std::mem::take(&mut self.rate_changes),
+            rate_per_s: plan.rate_per_s,
+            requested_duration_s: plan.duration_ns.map(|d| d as f64 / 1e9),
+            scheduled: self.scheduled,
+            scheduled_rate_per_s: per_s(self.scheduled),
+            scheduling: Scheduling {
+                detail: self.priority.detail.clone(),
+                policy: self.priority.policy,
+                run_delay_ms: match (self.run_delay_start_ns, self.run_delay_end_ns) {
+                    (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e6),
+                    _ => None,
                 },
             },
-        }))
+            seed: plan.seed,
+            spin_us: plan.spin_ns / 1_000,
+            stopped_by,
+            target_names: plan.targets.iter().map(|t| t.name.clone()).collect(),
+            targets,
+            timeout_ms: plan.timeout_ns / 1_000_000,
+            valid,
+            warmup: Warmup {
+                duration_s: plan.warmup_ns as f64 / 1e9,
+                rate_per_s: plan.warmup_rate_per_s,
+                requests: self.warmup_sent,
+            },
+        })
     }
 }
