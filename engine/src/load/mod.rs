@@ -7,7 +7,6 @@
 
 pub mod args;
 pub mod client;
-pub mod error;
 pub mod histogram;
 pub mod pace;
 pub mod plan;
@@ -26,9 +25,29 @@ use std::sync::Arc;
 use crate::format::output::Staged;
 use crate::format::request_log;
 pub use args::{ArrivalArg, LoadArgs, PaceArg};
-pub use error::LoadError;
-use plan::build_plan;
-use replay::Sinks;
+use plan::{build_plan, PlanError};
+use replay::{ReplayError, Sinks};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The flags or the trace: nothing was sent.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot install the signal handler: {0}")]
+    Signal(std::io::Error),
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+}
 
 pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
     let plan = build_plan(&args)?;

@@ -5,9 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::format::output;
-use crate::format::trace::{Trace, TraceRequest, MAX_ENDPOINTS};
+use crate::format::trace::{Trace, TraceError, TraceRequest, MAX_ENDPOINTS};
 use crate::load::args::{ArrivalArg, LoadArgs, PaceArg};
-use crate::load::error::LoadError;
 use crate::load::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
 use crate::load::priority::PriorityMode;
 use crate::load::targets::{TargetPlan, Targets, URL_EXAMPLE};
@@ -64,8 +63,17 @@ pub struct WarmProbe {
     pub path: String,
 }
 
+/// Why flags make no plan: every problem of them at once, or the trace's.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("invalid arguments:\n  - {}", .0.join("\n  - "))]
+    Invalid(Vec<String>),
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
 /// Validates every argument, collecting all problems before failing.
-pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
+pub fn build_plan(args: &LoadArgs) -> Result<Plan, PlanError> {
     let mut problems: Vec<String> = Vec::new();
 
     let targets = Targets::check(args, &mut problems);
@@ -272,7 +280,7 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
     check_outputs(args, &mut problems);
 
     if !problems.is_empty() {
-        return Err(LoadError::Invalid(problems));
+        return Err(PlanError::Invalid(problems));
     }
 
     let head_request: Vec<bool> = trace.requests.iter().map(|r| r.method == "HEAD").collect();
@@ -420,7 +428,7 @@ mod tests {
             "--connections",
             "0",
         ]);
-        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+        let Err(PlanError::Invalid(problems)) = build_plan(&a) else {
             panic!("expected invalid")
         };
         let text = problems.join("\n");
@@ -448,7 +456,7 @@ mod tests {
             "--interval-ms",
             "3600001",
         ]);
-        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+        let Err(PlanError::Invalid(problems)) = build_plan(&a) else {
             panic!("expected invalid")
         };
         let text = problems.join("\n");
@@ -483,7 +491,7 @@ mod tests {
         ]);
         let outcome = build_plan(&a);
         let _ = std::fs::remove_file(&trace);
-        let Err(LoadError::Invalid(problems)) = outcome else {
+        let Err(PlanError::Invalid(problems)) = outcome else {
             panic!("expected invalid")
         };
         assert!(
@@ -556,7 +564,7 @@ mod tests {
             argv.extend(["--set-header", spec]);
             match build_plan(&args(&argv)) {
                 Ok(_) => assert!(expected.is_empty(), "{spec} was accepted"),
-                Err(LoadError::Invalid(problems)) => {
+                Err(PlanError::Invalid(problems)) => {
                     assert!(!expected.is_empty(), "{spec}: {problems:?}");
                     assert!(
                         problems[0].starts_with(&format!("--set-header {spec}: "))
@@ -596,7 +604,7 @@ mod tests {
             "--warm-url",
             "http://127.0.0.1:1/warm",
         ]);
-        let Err(LoadError::Invalid(problems)) = build_plan(&args(&mixed)) else {
+        let Err(PlanError::Invalid(problems)) = build_plan(&args(&mixed)) else {
             panic!("expected invalid")
         };
         assert!(problems[0].contains("not both"), "{problems:?}");
@@ -622,7 +630,7 @@ mod tests {
             "--warm-url",
             "http://127.0.0.1:1/w",
         ]);
-        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+        let Err(PlanError::Invalid(problems)) = build_plan(&a) else {
             panic!("expected invalid")
         };
         let text = problems.join("\n");
