@@ -40,7 +40,7 @@ from _sample_lab import ROOT, cpu_verdict, run_json
 
 OUT = ROOT / "bench" / "out" / "profiling.json"
 FILE = ROOT / "examples" / "sample-service" / "functions.toml"
-STAGES = "hairline_engine::sample_stages::"
+STAGES = "hairline_engine::sample::stages::"
 SLOWED = STAGES + "escape_strings"
 CALLER = STAGES + "render_json"
 

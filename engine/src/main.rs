@@ -6,7 +6,8 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use hairline_engine::{egress, load, record, sample_cache, sample_service};
+
+use hairline_engine::{egress, load, record, sample};
 
 #[derive(Parser)]
 #[command(name = "hairline-engine", version, about = "hairline's data plane")]
@@ -22,11 +23,11 @@ enum Command {
     /// Record live traffic: a reverse proxy that writes a sample of requests as a trace.
     Record(record::RecordArgs),
     /// Serve a realistic service with heavy-tailed request costs and regression knobs.
-    SampleService(sample_service::SampleServiceArgs),
+    SampleService(sample::service::SampleServiceArgs),
     /// Serve a memcached-like cache of limited capacity, a dependency for sample services.
-    SampleCache(sample_cache::SampleCacheArgs),
+    SampleCache(sample::cache::SampleCacheArgs),
     /// Write a synthetic JSONL trace for the sample service (endpoint mix, Zipf users).
-    SampleTrace(sample_service::SampleTraceArgs),
+    SampleTrace(sample::trace::SampleTraceArgs),
     /// Proxy a service's calls to one downstream: forward reads, answer writes here.
     Egress(egress::EgressArgs),
 }
@@ -38,13 +39,13 @@ fn main() -> ExitCode {
         Command::Record(args) => record::run(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
-        Command::SampleService(args) => sample_service::run(args)
+        Command::SampleService(args) => sample::service::run(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
-        Command::SampleCache(args) => sample_cache::run(args)
+        Command::SampleCache(args) => sample::cache::run(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
-        Command::SampleTrace(args) => sample_service::run_trace(args)
+        Command::SampleTrace(args) => sample::trace::run_trace(args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
         Command::Egress(args) => egress::run(args)

@@ -1,9 +1,7 @@
-"""The Python face of the engine without running it: plans, flags, summaries, records."""
+"""The Python face of the engine without running it: plans, flags, records."""
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +10,6 @@ import pytest
 from hairline.engine import (
     REQUEST_DTYPE,
     LoadPlan,
-    LoadResult,
     check_plan,
     find_engine,
     read_requests,
@@ -112,70 +109,6 @@ def test_find_engine_explains_a_wrong_environment(monkeypatch, tmp_path):
     assert "HAIRLINE_ENGINE" in err.value.message and err.value.hint
 
 
-def summary_json(**overrides: object) -> dict[str, object]:
-    latency = {"count": 2, "mean": 2.0, "p50": 1.0, "p90": 2.0, "p99": 3.0, "p999": 3.0, "max": 3.0}
-    empty = dict.fromkeys(latency, None) | {"count": 0}
-    data: dict[str, object] = {
-        "target_names": ["a"],
-        "endpoints": ["/x"],
-        "targets": {
-            "a": {
-                "index": 0,
-                "url": "http://h:1",
-                "requests": 2,
-                "errors": 0,
-                "sent": 2,
-                "dropped": 0,
-                "queued_sends": 0,
-                "bytes": 10,
-                "achieved_rate_per_s": 2.0,
-                "latency_us": latency,
-                "uncorrected_latency_us": latency,
-                "status": {"200": 2},
-                "errors_by_kind": {},
-                "endpoints": {
-                    "/x": {
-                        "requests": 2,
-                        "errors": 0,
-                        "latency_us": latency,
-                        "uncorrected_latency_us": latency,
-                    }
-                },
-            }
-        },
-        "valid": True,
-        "gates": [{"name": "rate", "value": 0.0, "limit": 0.01, "passed": True, "detail": ""}],
-        "scheduled": 2,
-        "scheduled_rate_per_s": 2.0,
-        "duration_s": 1.0,
-        "late_sends": 0,
-        "late_share": 0.0,
-        "dropped": 0,
-        "dispatch_skew_us": empty,
-        "pacing_error_us": latency,
-        "stopped_by": "duration",
-        "intervals": [],
-    }
-    data.update(overrides)
-    return data
-
-
-def test_summary_json_becomes_typed_results():
-    result = LoadResult.from_json(summary_json())
-    a = result.targets["a"]
-    assert a.status == {200: 2} and a.latency_us.p99 == 3.0
-    assert a.endpoints["/x"].latency_us.max == 3.0
-    assert math.isnan(result.dispatch_skew_us.p50) and result.dispatch_skew_us.count == 0
-    assert result.gates[0].passed
-
-
-def test_a_summary_from_another_version_is_an_engine_error():
-    broken = summary_json()
-    del broken["targets"]
-    with pytest.raises(EngineError, match="targets"):
-        LoadResult.from_json(broken)
-
-
 def write_records(path: Path, records: np.ndarray, *, magic: bytes = b"HLREQS\0\0") -> Path:
     header = magic + (1).to_bytes(4, "little") + (48).to_bytes(4, "little")
     path.write_bytes(header + records.tobytes())
@@ -201,8 +134,3 @@ def test_request_records_reject_foreign_and_truncated_files(tmp_path):
     truncated.write_bytes(truncated.read_bytes()[:-5])
     with pytest.raises(DataError, match="truncated"):
         read_requests(truncated)
-
-
-def test_summary_fixture_is_json_serialisable():
-    # Guards the fixture above against drifting into something the engine cannot emit.
-    assert json.loads(json.dumps(summary_json()))["valid"] is True

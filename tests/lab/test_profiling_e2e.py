@@ -1,6 +1,6 @@
 """Profiling end to end: `hairline run` of a profiled sample service, one function slower.
 
-The sample service's CPU work runs through named functions (engine/src/sample_stages.rs);
+The sample service's CPU work runs through named functions (engine/src/sample/stages.rs);
 ``--slow-function load_profile=1.0`` doubles one of them, about 20% of the service. perf
 samples both arms during every batch, and the report's functions that changed names it.
 """
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 # perf of the arm beside the load generator took enough of its CPU that the generator fell
 # 7-8% behind in 2 of 6 batches). Functions under 2% of the CPU pooled.
 PROFILE = {"frequency_hz": 1999, "call_graph": "dwarf", "min_share": 0.02}
-LOAD_PROFILE = "hairline_engine::sample_stages::load_profile"
+LOAD_PROFILE = "hairline_engine::sample::stages::load_profile"
 
 
 def run_profiled(tmp_path: Path, engine_path: Path, arms: dict[str, object], **kw: object) -> dict:

@@ -17,7 +17,7 @@ from hairline.profile.perf import PerfSampler, parse_script, perf_binary, record
 # two samples of pid 4242 (one through an inlined frame), one of another process, one of
 # an unknown symbol.
 ENGINE = "(/usr/bin/hairline-engine)"
-STAGES = "hairline_engine::sample_stages::"
+STAGES = "hairline_engine::sample::stages::"
 SCRIPT = "\n".join([
     "sample-service 4242 ",  # perf ends the line with a space
     f"\t    55d0c3a1b2c0 {STAGES}escape_strings::h0123456789abcdef {ENGINE}",
@@ -31,7 +31,7 @@ SCRIPT = "\n".join([
     f"\t    55d0c3a1b500 {STAGES}run {ENGINE}",
     "",
     "hairline-engine 777 ",
-    f"\t    55d0c3a1b2c0 hairline_engine::pace::spin {ENGINE}",
+    f"\t    55d0c3a1b2c0 hairline_engine::load::pace::spin {ENGINE}",
     "",
     "lto cgu.3 4242 ",
     "\t    7f631e612940 [unknown] ([unknown])",
@@ -47,9 +47,9 @@ def test_the_arms_samples_become_folded_stacks_root_first() -> None:
         stacks[
             (
                 "start_thread",
-                "hairline_engine::sample_stages::run",
-                "hairline_engine::sample_stages::render_json",
-                "hairline_engine::sample_stages::escape_strings",
+                "hairline_engine::sample::stages::run",
+                "hairline_engine::sample::stages::render_json",
+                "hairline_engine::sample::stages::escape_strings",
             )
         ]
         == 1
@@ -61,11 +61,11 @@ def test_shares_are_self_at_the_leaf_and_inclusive_anywhere() -> None:
     sampled = parse_script(SCRIPT, {4242})
     assert sampled.profile is not None
     shares = function_shares(sampled.profile)
-    run = "hairline_engine::sample_stages::run"
+    run = "hairline_engine::sample::stages::run"
     assert shares.total_share[run] == pytest.approx(2 / 3)
     assert shares.self_share.get(run, 0.0) == 0.0
     rows = dict(shares.rows(cpu_ns_per_request=3000.0))
-    assert rows[f"fn.{SELF}:hairline_engine::sample_stages::escape_strings"] == pytest.approx(1000)
+    assert rows[f"fn.{SELF}:hairline_engine::sample::stages::escape_strings"] == pytest.approx(1000)
     assert rows[f"fn.{TOTAL}:{run}"] == pytest.approx(2000)
     # A leaf's inclusive cost is its self cost: no second row.
     assert f"fn.{TOTAL}:core::iter::range::next" not in rows

@@ -1,6 +1,6 @@
 """Reading and writing traces: exactly what the engine accepts, written atomically.
 
-The engine (engine/src/trace.rs) is the reference: the table of tricky lines below is run
+The engine (engine/src/format/trace.rs) is the reference: the table of tricky lines below is run
 through both readers, which must agree on accepting each line and, when they refuse it, on
 the line and the field they name.
 """

@@ -12,9 +12,12 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{HttpPolicy, Shared};
-use crate::http::{parse_request_head, BodyFraming, ChunkedDecoder, RequestHead, ResponseTracker};
-use crate::sockets::{connect_message, is_timeout};
+use crate::egress::config::HttpPolicy;
+use crate::egress::shared::Shared;
+use crate::net::http::{
+    parse_request_head, BodyFraming, ChunkedDecoder, RequestHead, ResponseTracker,
+};
+use crate::net::sockets::{connect_message, is_timeout};
 
 /// Read timeout of both sockets: how often a waiting thread looks at the stop flag.
 const READ_STEP: Duration = Duration::from_millis(200);

@@ -2,7 +2,9 @@
 
 use super::*;
 use clap::Parser;
+use serde_json::{json, Value};
 use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
 
 #[derive(Parser)]
 struct Cli {
@@ -60,7 +62,7 @@ fn serve_items(mut stream: TcpStream, seen: &Mutex<Vec<String>>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
-        if let Ok(Some(head)) = crate::http::parse_request_head(&buf) {
+        if let Ok(Some(head)) = crate::net::http::parse_request_head(&buf) {
             if let Ok(mut lines) = seen.lock() {
                 lines.push(format!("{} {}", head.method, head.target));
             }
@@ -126,7 +128,7 @@ fn exchange(client: &mut TcpStream, bytes: &[u8], responses: usize) -> Vec<Strin
     done
 }
 
-use crate::http::ResponseTracker;
+use crate::net::http::ResponseTracker;
 
 #[test]
 fn a_dropped_write_never_touches_the_upstream() {

@@ -13,20 +13,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::Shared;
-use crate::http::ResponseTracker;
+use crate::net::http::ResponseTracker;
+use crate::record::shared::{MirrorJob, Shared};
 
 /// How long the mirror is left alone after a failed connect before the next attempt;
 /// requests that come meanwhile are dropped at once rather than each waiting to fail.
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 const IDLE_WAIT: Duration = Duration::from_millis(100);
-
-/// One request to send to the mirror: the bytes the client sent, unchanged.
-#[derive(Debug)]
-pub struct MirrorJob {
-    pub bytes: Vec<u8>,
-    pub head_request: bool,
-}
 
 /// Why a mirror request was not answered.
 enum SendError {

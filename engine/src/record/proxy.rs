@@ -14,14 +14,12 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::mirror::MirrorJob;
-use super::sample::Decision;
-use super::writer::Sample;
-use super::Shared;
-use crate::http::{
+use crate::net::http::{
     parse_request_head, BodyFraming, ChunkedDecoder, HeadError, RequestHead, ResponseTracker,
 };
-use crate::sockets::{connect_message, is_timeout};
+use crate::net::sockets::{connect_message, is_timeout};
+use crate::record::capture::Capture;
+use crate::record::shared::Shared;
 
 /// Read timeout of the upstream socket: how often a thread waiting for a response looks
 /// at the stop flag and the upstream timeout.
@@ -108,45 +106,6 @@ struct ClientConn<'a> {
     inbuf: Vec<u8>,
     scratch: Vec<u8>,
     upstream: Option<Upstream>,
-}
-
-/// Copies of one request for the writer and the mirror.
-struct Capture {
-    record: Option<Decision>,
-    label: Option<String>,
-    mirror: bool,
-    head: Vec<u8>,
-    /// De-chunked body, while recording.
-    body: Vec<u8>,
-    /// Body bytes as received, while mirroring.
-    raw_body: Vec<u8>,
-    /// The body passed `--max-body-bytes`: neither recorded nor mirrored.
-    too_big: bool,
-}
-
-impl Capture {
-    fn wanted(&self) -> bool {
-        (self.record.is_some() || self.mirror) && !self.too_big
-    }
-
-    fn add(&mut self, raw: &[u8], decoded: &[u8], limit: usize) {
-        if !self.wanted() {
-            return;
-        }
-        let held = self.body.len().max(self.raw_body.len());
-        if held + raw.len().max(decoded.len()) > limit {
-            self.too_big = true;
-            self.body = Vec::new();
-            self.raw_body = Vec::new();
-            return;
-        }
-        if self.record.is_some() {
-            self.body.extend_from_slice(decoded);
-        }
-        if self.mirror {
-            self.raw_body.extend_from_slice(raw);
-        }
-    }
 }
 
 /// Where the request body stands.
@@ -254,38 +213,8 @@ impl ClientConn<'_> {
         let counters = &shared.counters;
         counters.proxied.fetch_add(1, Ordering::Relaxed);
 
-        let label = match path {
-            Some(p) if shared.needs_label => Some(shared.format.labeler.label(p)),
-            _ => None,
-        };
-        // A target with no path cannot be replayed, so it is never chosen.
-        let decision = match path {
-            Some(_) if shared.record_all => Decision::Keep,
-            Some(_) => shared
-                .sampler
-                .lock()
-                .map(|mut s| s.decide(ts_us, label.as_deref().unwrap_or("")))
-                .unwrap_or(Decision::Skip),
-            None => Decision::Skip,
-        };
-        if decision == Decision::Keep {
-            counters.sampled.fetch_add(1, Ordering::Relaxed);
-        }
-        let record = (decision != Decision::Skip).then_some(decision);
-        let mirror = shared.mirror.is_some() && (shared.mirror_all || record.is_some());
-        let mut capture = Capture {
-            record,
-            label,
-            mirror,
-            head: if record.is_some() || mirror {
-                self.inbuf[..head.head_len].to_vec()
-            } else {
-                Vec::new()
-            },
-            body: Vec::new(),
-            raw_body: Vec::new(),
-            too_big: false,
-        };
+        let head_bytes = &self.inbuf[..head.head_len];
+        let mut capture = Capture::new(shared, path, head_bytes, ts_us);
 
         let outcome = self.forward(&head, &mut capture, ts_us);
         match outcome {
@@ -328,67 +257,6 @@ impl ClientConn<'_> {
                 Next::Close
             }
         }
-    }
-
-    /// Hands the copies to the writer and the mirror once the request body is complete.
-    fn hand_over(&self, capture: &mut Capture, ts_us: u64, head_request: bool) {
-        let shared = self.shared;
-        let counters = &shared.counters;
-        if capture.too_big {
-            if capture.record.is_some() {
-                if !matches!(capture.record, Some(Decision::Keep)) {
-                    counters.sampled.fetch_add(1, Ordering::Relaxed);
-                }
-                counters.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            if capture.mirror {
-                counters.mirror_dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            return;
-        }
-        if capture.mirror {
-            if let Some(tx) = &shared.mirror {
-                let mut bytes = Vec::with_capacity(capture.head.len() + capture.raw_body.len());
-                bytes.extend_from_slice(&capture.head);
-                bytes.extend_from_slice(&capture.raw_body);
-                if tx
-                    .try_send(MirrorJob {
-                        bytes,
-                        head_request,
-                    })
-                    .is_err()
-                {
-                    counters.mirror_dropped.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        if let Some(decision) = capture.record {
-            let slot = match decision {
-                Decision::Slot(s) => Some(s),
-                _ => None,
-            };
-            let sample = Sample {
-                ts_us,
-                head: std::mem::take(&mut capture.head),
-                body: std::mem::take(&mut capture.body),
-                label: capture.label.take(),
-                slot,
-            };
-            if !shared.offer_sample(sample) {
-                // A reservoir candidate lost here never reaches the writer, which counts
-                // the others as sampled when their interval closes.
-                if slot.is_some() {
-                    counters.sampled.fetch_add(1, Ordering::Relaxed);
-                }
-                counters.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Accounts for copies that will never be handed over (the request did not complete).
-    fn lose(&self, capture: &mut Capture) {
-        capture.too_big = true;
-        self.hand_over(capture, 0, false);
     }
 
     fn connect_upstream(&mut self) -> io::Result<()> {
@@ -453,7 +321,7 @@ impl ClientConn<'_> {
         let (used, decoded) = match body.take(&self.inbuf[head.head_len..], capture.wanted()) {
             Ok(x) => x,
             Err(()) => {
-                self.lose(capture);
+                capture.lose(self.shared);
                 return self.bad_body();
             }
         };
@@ -468,11 +336,11 @@ impl ClientConn<'_> {
         let head_request = head.method.eq_ignore_ascii_case("HEAD");
         if body_complete {
             // Recorded even when the upstream fails: it is a real request all the same.
-            self.hand_over(capture, ts_us, head_request);
+            capture.hand_over(self.shared, ts_us, head_request);
         }
         if let Err(outcome) = sent {
             if !body_complete {
-                self.lose(capture);
+                capture.lose(self.shared);
             }
             return outcome;
         }
@@ -482,15 +350,15 @@ impl ClientConn<'_> {
         let mut early_response = false;
         if !body_complete {
             match self.stream_body(&mut body, capture, &mut tracker, started) {
-                Ok(true) => self.hand_over(capture, ts_us, head_request),
+                Ok(true) => capture.hand_over(self.shared, ts_us, head_request),
                 // The upstream answered before the body was complete; the rest of the body
                 // can no longer be delimited on this connection.
                 Ok(false) => {
                     early_response = true;
-                    self.lose(capture);
+                    capture.lose(self.shared);
                 }
                 Err(outcome) => {
-                    self.lose(capture);
+                    capture.lose(self.shared);
                     return outcome;
                 }
             }

@@ -11,10 +11,10 @@ use std::thread;
 use std::time::Duration;
 
 use clap::Parser;
+use hairline_engine::format::trace::Trace;
 use hairline_engine::record::{
     parse_request_head, BodyFraming, ChunkedDecoder, RecordArgs, Recorder, ResponseTracker,
 };
-use hairline_engine::trace::Trace;
 
 #[derive(Parser)]
 struct Cli {

@@ -1,7 +1,7 @@
 """The load plan: what one ``hairline-engine load`` run is asked to do, as its flags.
 
 The rules a plan must follow (rates, limits, URLs, warm-up URLs) live in one place, the
-engine (``engine/src/load.rs``); :func:`hairline.engine.check_plan` asks it with
+engine (``engine/src/load/``); :func:`hairline.engine.check_plan` asks it with
 ``load --check`` instead of repeating them here.
 """
 

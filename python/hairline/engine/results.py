@@ -10,6 +10,11 @@ from typing import Any
 
 from hairline.errors import EngineError
 
+#: The summary format this package reads: the engine writes its own as
+#: ``hairline_load_summary`` (``SUMMARY_VERSION`` in engine/src/load/summary.rs; the two
+#: change together).
+SUMMARY_VERSION = 1
+
 
 @dataclass(frozen=True)
 class LatencySummary:
@@ -186,12 +191,14 @@ class LoadResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, requests_path: Path | None = None) -> LoadResult:
+        check_summary_version(data)
         try:
             return cls._from_json(data, requests_path)
         except (KeyError, TypeError, ValueError) as err:
             raise EngineError(
                 f"the engine's summary JSON is missing or has a bad field: {err!r}",
-                hint="the engine and the hairline package are probably different versions",
+                hint="rebuild the engine with `make build`; if the field is still wrong, the "
+                "engine's summary (engine/src/load/summary.rs) and this module disagree",
             ) from err
 
     @classmethod
@@ -247,3 +254,19 @@ class LoadResult:
             raw=data,
             requests_path=requests_path,
         )
+
+
+def check_summary_version(data: Mapping[str, Any]) -> None:
+    """Refuses a summary of another format than :data:`SUMMARY_VERSION`: the engine binary
+    was built from other sources than this package (a stale ``target/release``, or
+    ``$HAIRLINE_ENGINE`` pointing at another checkout's)."""
+    version = data.get("hairline_load_summary") if isinstance(data, Mapping) else None
+    if version == SUMMARY_VERSION:
+        return
+    written = "no version" if version is None else f"version {version!r}"
+    raise EngineError(
+        f"the engine's load summary has {written} (hairline_load_summary); this hairline "
+        f"reads version {SUMMARY_VERSION}: the engine and the package are different builds",
+        hint="rebuild the engine with `make build` (or point HAIRLINE_ENGINE at the engine "
+        "built with this package)",
+    )

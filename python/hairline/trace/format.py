@@ -2,8 +2,8 @@
 
 A trace is JSONL: a header line ``{"hairline_trace": 1, ...}``, then one request per line.
 :func:`read_trace` accepts exactly what ``hairline-engine load --trace`` accepts (the Rust
-reader is ``engine/src/trace.rs``) and rejects everything else with the engine's kind of
-message, ``file:line: field: problem``, so a trace that passes here never stops a run.
+reader is ``engine/src/format/trace.rs``) and rejects everything else with the engine's kind
+of message, ``file:line: field: problem``, so a trace that passes here never stops a run.
 That includes the corners of JSON where Python's :mod:`json` is more lenient than Rust's
 serde_json: ``NaN``, numbers out of range, lone surrogates, nesting deeper than 127, ``-0``
 (a float to serde_json, so not a ``ts_us``) and booleans where integers are expected.
@@ -252,7 +252,8 @@ def _is_u64(value: Json) -> bool:
 
 def header_problem(name: str, value: str) -> str | None:
     """What keeps a header from going on the wire as it is (``None`` when it can): the
-    engine's rule (``header_problem`` in engine/src/trace.rs), for every reader and writer."""
+    engine's rule (``header_problem`` in engine/src/format/trace.rs), for every reader and
+    writer."""
     if not _TOKEN.fullmatch(name):
         return f"invalid header name {json.dumps(name)}; {TOKEN_RULE}"
     if _HEADER_VALUE_BAD.search(value):

@@ -66,7 +66,7 @@ def load_notes(
     far the load was from what was asked, so a reader can judge the verdict.
 
     Late sends are the pacer waking more than 1 ms after a send fell due. A real-time
-    engine thread (engine/src/priority.rs) is late only when its CPU did not run at all:
+    engine thread (engine/src/load/priority.rs) is late only when its CPU did not run at all:
     the hypervisor ran something else (steal) or the engine's own loop was busy. Each
     stolen millisecond can make late at most the sends due in it, so where the batch's
     steal covers its late sends, the note says the machine took the time, not the

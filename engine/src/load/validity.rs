@@ -14,13 +14,15 @@ pub const MAX_RATE_ERROR: f64 = 0.01;
 /// Poisson arrivals are rejected when the KS test's p-value falls below this.
 pub const MIN_POISSON_P: f64 = 0.001;
 
+/// One gate's verdict. Fields in alphabetical order, as the summary writes them
+/// (`load::summary`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Gate {
-    pub name: &'static str,
-    pub value: f64,
-    pub limit: f64,
-    pub passed: bool,
     pub detail: String,
+    pub limit: f64,
+    pub name: &'static str,
+    pub passed: bool,
+    pub value: f64,
 }
 
 /// Achieved versus scheduled rate, per target; the worst target decides. A run that
@@ -162,7 +164,7 @@ fn kolmogorov_p(d: f64, n: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pace::exponential_gap_ns;
+    use crate::load::pace::exponential_gap_ns;
 
     #[test]
     fn exponential_gaps_pass_and_constant_gaps_fail() {

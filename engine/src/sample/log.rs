@@ -11,7 +11,7 @@
 //! interior optimum with an interaction, in deterministic work (hash-chain steps), so CPU
 //! per request is the same on every run and the knee of capacity moves with it.
 
-use crate::sample_cost::{mix64, STEPS_PER_UNIT};
+use crate::sample::cost::{mix64, STEPS_PER_UNIT};
 
 /// Largest `--log-batch`: past it the scan alone costs milliseconds per request.
 pub const MAX_LOG_BATCH: u32 = 65_536;

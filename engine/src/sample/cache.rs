@@ -20,11 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::sample_cost::{hash_bytes, mix64};
-use crate::sample_service::{accept_until, listen, parse_host, SampleServiceError};
+use crate::net::listen::{accept_until, listen, parse_host, ListenError, SHUTDOWN_POLL};
+use crate::sample::cost::{hash_bytes, mix64};
+use crate::sample::flag::BadFlag;
 
-/// How often idle loops look at the shutdown flag.
-const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 /// Longest request line; memcached's keys are at most 250 bytes.
 const MAX_LINE_BYTES: usize = 300;
 /// Most slots: far more than a loopback fleet has connections.
@@ -54,15 +53,11 @@ pub struct SampleCacheArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleCacheError {
-    /// A bad `--host` or a port that cannot be listened on: the sample service's errors.
+    /// A bad `--host` or a port that cannot be listened on.
     #[error(transparent)]
-    Listen(#[from] SampleServiceError),
-    #[error("--{flag} {value} is invalid: {hint}")]
-    BadFlag {
-        flag: &'static str,
-        value: String,
-        hint: &'static str,
-    },
+    Listen(#[from] ListenError),
+    #[error(transparent)]
+    BadFlag(#[from] BadFlag),
     #[error("cannot start the sample cache")]
     Io(#[from] io::Error),
 }
@@ -70,18 +65,20 @@ pub enum SampleCacheError {
 fn validate(args: &SampleCacheArgs) -> Result<SocketAddr, SampleCacheError> {
     let ip = parse_host(&args.host)?;
     if !(1..=MAX_SLOTS).contains(&args.slots) {
-        return Err(SampleCacheError::BadFlag {
+        return Err(BadFlag {
             flag: "slots",
             value: args.slots.to_string(),
             hint: "write the number of gets served at once, from 1 to 100000",
-        });
+        }
+        .into());
     }
     if !(1..=MAX_SERVICE_US).contains(&args.service_us) {
-        return Err(SampleCacheError::BadFlag {
+        return Err(BadFlag {
             flag: "service-us",
             value: args.service_us.to_string(),
             hint: "write the microseconds a get holds its slot, from 1 to 10000000",
-        });
+        }
+        .into());
     }
     Ok(SocketAddr::new(ip, args.port))
 }

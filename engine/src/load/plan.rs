@@ -1,30 +1,16 @@
-//! `hairline-engine load`: command-line arguments become a validated [`Plan`] here, once;
-//! `replay` runs it; the summary, request records and HDR log are written from here.
-//!
-//! Exit codes: 0 done, 1 a validity gate failed and `--strict` was given, 2 an error
-//! (returned as [`LoadError`]).
+//! `load`'s flags become a [`Plan`] here, once: every problem of them is found and reported
+//! together, before anything is sent; a plan is what the replay runs.
 
-use std::collections::HashMap;
-use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use clap::ValueEnum;
-
-use crate::http::parse_http_url;
-use crate::output::{self, Staged};
-use crate::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
-use crate::replay::{self, Plan, ReplayError, Sinks, TargetPlan, WarmProbe};
-use crate::request_log;
-use crate::trace::{
-    is_header_value, is_token_byte, Trace, TraceError, TraceRequest, MAX_ENDPOINTS,
-};
-
-/// How a URL is written, for messages.
-const URL_EXAMPLE: &str = "http://127.0.0.1:8080";
+use crate::format::output;
+use crate::format::trace::{Trace, TraceError, TraceRequest, MAX_ENDPOINTS};
+use crate::load::args::{ArrivalArg, LoadArgs, PaceArg};
+use crate::load::pace::{recorded_offsets, Arrival, MAX_RATE_PER_S};
+use crate::load::priority::PriorityMode;
+use crate::load::targets::{TargetPlan, Targets, URL_EXAMPLE};
+use crate::net::http::parse_http_url;
 
 /// Longest phase (`--duration`, `--warmup-duration`, `--warm-timeout`): a week. Phases end at
 /// nanosecond deadlines on the monotonic clock, which a longer one would overflow, and a
@@ -34,317 +20,63 @@ pub const MAX_PHASE_S: f64 = 604_800.0;
 /// latency histograms.
 pub const MAX_MS: u64 = 3_600_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ArrivalArg {
-    Constant,
-    Poisson,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PaceArg {
-    /// Loop the trace at --rate.
-    Rate,
-    /// Recorded timestamps (ts_us), scaled by --speed, gaps clamped to --max-gap-ms.
-    Recorded,
-    /// Like rate, but requests sharing a key wait for the previous one on each target.
-    Ordered,
-}
-
-/// Replay one open-loop request stream to every target in lockstep.
-#[derive(clap::Args, Debug, Clone)]
-// A negative number is a value for the range checks to name (`--duration -1`), not a flag.
-#[command(allow_negative_numbers = true)]
-pub struct LoadArgs {
-    /// A target as NAME=URL (http://host:port[/prefix]); repeat for each arm, in order.
-    #[arg(long = "target", value_name = "NAME=URL", required = true)]
-    pub targets: Vec<String>,
-    /// JSONL trace to replay (docs/trace-format.md).
-    #[arg(long, value_name = "FILE", conflicts_with = "paths")]
-    pub trace: Option<PathBuf>,
-    /// Request path with query (GET); repeat to cycle through several.
-    #[arg(long = "path", value_name = "PATH", required_unless_present = "trace")]
-    pub paths: Vec<String>,
-    /// Requests per second (not needed with --pace recorded).
-    #[arg(long, value_name = "PER_S")]
-    pub rate: Option<f64>,
-    #[arg(long, value_enum, default_value = "constant")]
-    pub arrival: ArrivalArg,
-    /// Seed of the Poisson schedule.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Length of the measurement phase in seconds (0 with --control: until stopped).
-    #[arg(long, value_name = "SECS")]
-    pub duration: f64,
-    /// Rate of the warm-up phase (default: --rate).
-    #[arg(long, value_name = "PER_S")]
-    pub warmup_rate: Option<f64>,
-    /// Length of the warm-up phase in seconds; nothing in it is measured.
-    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
-    pub warmup_duration: f64,
-    /// URL that answers 2xx once a target is warm: one per target in target order, or
-    /// NAME=URL for the targets that have one.
-    #[arg(long = "warm-url", value_name = "[NAME=]URL")]
-    pub warm_urls: Vec<String>,
-    /// Give up (exit 2) when a target is not warm after this many seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
-    pub warm_timeout: f64,
-    /// Keep-alive connections per target.
-    #[arg(long, default_value_t = 32)]
+/// Everything a run needs, validated.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub targets: Vec<TargetPlan>,
+    pub bodies: Vec<Vec<u8>>,
+    pub head_request: Vec<bool>,
+    pub endpoints: Vec<String>,
+    pub template_endpoint: Vec<u16>,
+    /// `--pace ordered`: each template's key id and the number of keys.
+    pub ordered_keys: Option<(Vec<u32>, usize)>,
+    pub arrival: Arrival,
+    pub arrival_name: &'static str,
+    pub pace_name: &'static str,
+    pub rate_per_s: f64,
+    /// `None`: run until stopped (only with `--control`).
+    pub duration_ns: Option<u64>,
+    pub warmup_arrival: Arrival,
+    pub warmup_rate_per_s: f64,
+    pub warmup_ns: u64,
+    pub warm_probes: Vec<WarmProbe>,
+    pub warm_timeout_ns: u64,
     pub connections: usize,
-    /// Requests outstanding per target beyond which new ones are dropped (and counted).
-    #[arg(long, default_value_t = 10_000)]
     pub max_in_flight: usize,
-    /// Connect and request timeout in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 2000)]
-    pub timeout_ms: u64,
-    /// Length of a statistics interval in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
-    pub interval_ms: u64,
-    /// Spin (poll without sleeping) this long before each due time instead of trusting the
-    /// timer's wake-up; 0 sleeps on the timer alone. Use 0 when the engine shares a CPU with
-    /// a service under test: spinning takes that CPU from it.
-    #[arg(long, value_name = "US", default_value_t = 150)]
-    pub spin_us: u64,
-    /// The event loop's scheduling: `auto` asks for real-time priority when it sleeps
-    /// between sends (it shares a CPU with a service) and nice -10 when it spins, keeping
-    /// the default where refused; the summary's `scheduling` says what it got.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub priority: crate::priority::PriorityMode,
-    /// Write the summary JSON here instead of stdout.
-    #[arg(long, value_name = "FILE")]
-    pub summary: Option<PathBuf>,
-    /// Write one binary record per request per target here (docs/engine.md).
-    #[arg(long, value_name = "FILE")]
-    pub requests: Option<PathBuf>,
-    /// Write an HdrHistogram interval log (V2, compressed; one tag per target) here.
-    #[arg(long, value_name = "FILE")]
-    pub hdr_log: Option<PathBuf>,
-    /// Read {"rate_per_s": R} / {"stop": true} lines from stdin; print interval lines.
-    #[arg(long)]
+    pub timeout_ns: u64,
+    pub interval_ns: u64,
+    /// The last stretch before a due time that is spun rather than slept (`--spin-us`).
+    pub spin_ns: u64,
+    /// The event loop thread's scheduling policy (`--priority`).
+    pub priority: PriorityMode,
     pub control: bool,
-    /// Exit 1 when a validity gate fails.
-    #[arg(long)]
-    pub strict: bool,
-    /// Check the arguments and the trace as a run would, print nothing and exit 0 (or 2
-    /// with every problem); send nothing. Callers ask this instead of repeating the rules.
-    #[arg(long)]
-    pub check: bool,
-    #[arg(long, value_enum, default_value = "rate")]
-    pub pace: PaceArg,
-    /// --pace recorded: replay speed factor (2 = twice as fast).
-    #[arg(long, default_value_t = 1.0)]
-    pub speed: f64,
-    /// --pace recorded: longest gap between two requests, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 1000.0)]
-    pub max_gap_ms: f64,
-    /// Add or replace a header on one target: NAME:Header=Value.
-    #[arg(long = "set-header", value_name = "NAME:HEADER=VALUE")]
-    pub set_headers: Vec<String>,
-    /// Override the Host header of one target: NAME=host.
-    #[arg(long = "host", value_name = "NAME=HOST")]
-    pub hosts: Vec<String>,
+    pub seed: u64,
 }
 
+/// A warm-up probe: GET `path` on `addr` until it answers 2xx.
+#[derive(Debug, Clone)]
+pub struct WarmProbe {
+    pub target: usize,
+    pub url: String,
+    pub addr: SocketAddr,
+    pub host: String,
+    pub path: String,
+}
+
+/// Why flags make no plan: every problem of them at once, or the trace's.
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
+pub enum PlanError {
     #[error("invalid arguments:\n  - {}", .0.join("\n  - "))]
     Invalid(Vec<String>),
     #[error(transparent)]
     Trace(#[from] TraceError),
-    #[error("cannot create {path}: {source}")]
-    Create {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot install the signal handler: {0}")]
-    Signal(std::io::Error),
-    #[error(transparent)]
-    Replay(#[from] ReplayError),
-}
-
-pub fn run(args: LoadArgs) -> Result<ExitCode, LoadError> {
-    let plan = build_plan(&args)?;
-    if args.check {
-        return Ok(ExitCode::SUCCESS);
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(LoadError::Signal)?;
-    }
-    // Every output is created before the run, so that a bad path fails in a second rather
-    // than after the whole run, and is put in place only when the run has succeeded.
-    let create = |path: &PathBuf| {
-        Staged::create(path)
-            .map(|(staged, f)| (staged, BufWriter::with_capacity(1 << 20, f)))
-            .map_err(|source| LoadError::Create {
-                path: path.clone(),
-                source,
-            })
-    };
-    let mut staged: Vec<Staged> = Vec::new();
-    let mut sinks = Sinks::default();
-    if let Some(path) = &args.requests {
-        let (file, mut w) = create(path)?;
-        staged.push(file);
-        request_log::write_header(&mut w).map_err(|source| LoadError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        sinks.requests = Some(w);
-    }
-    if let Some(path) = &args.hdr_log {
-        let (file, w) = create(path)?;
-        staged.push(file);
-        sinks.hdr_log = Some(w);
-    }
-    let summary_file = match &args.summary {
-        Some(path) => Some(create(path)?),
-        None => None,
-    };
-    // The sinks are flushed and closed by the time the run returns.
-    let summary = replay::run(&plan, sinks, stop)?;
-    let valid = summary
-        .get("valid")
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
-    match (summary_file, &args.summary) {
-        (Some((file, mut w)), Some(path)) => {
-            serde_json::to_writer_pretty(&mut w, &summary)
-                .map_err(std::io::Error::from)
-                .and_then(|()| w.write_all(b"\n"))
-                .and_then(|()| w.flush())
-                .map_err(|source| LoadError::Write {
-                    path: path.clone(),
-                    source,
-                })?;
-            // Last, so that a summary in place means the other outputs are too.
-            staged.push(file);
-        }
-        _ => {
-            let mut out = std::io::stdout().lock();
-            let text = if args.control {
-                // Under --control stdout is a stream of JSON lines; the summary is the last.
-                serde_json::to_string(&summary)
-            } else {
-                serde_json::to_string_pretty(&summary)
-            };
-            let text = text.map_err(|e| LoadError::Write {
-                path: "<stdout>".into(),
-                source: e.into(),
-            })?;
-            writeln!(out, "{text}")
-                .and_then(|()| out.flush())
-                .map_err(|source| LoadError::Write {
-                    path: "<stdout>".into(),
-                    source,
-                })?;
-        }
-    }
-    for file in staged {
-        let path = file.path().to_owned();
-        file.commit()
-            .map_err(|source| LoadError::Write { path, source })?;
-    }
-    if args.strict && !valid {
-        eprintln!("hairline-engine: the run failed a validity gate (see \"gates\" in the summary)");
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-struct ParsedTarget {
-    name: String,
-    url: String,
-    addr: SocketAddr,
-    authority: String,
-    prefix: String,
 }
 
 /// Validates every argument, collecting all problems before failing.
-pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
+pub fn build_plan(args: &LoadArgs) -> Result<Plan, PlanError> {
     let mut problems: Vec<String> = Vec::new();
 
-    let mut targets: Vec<ParsedTarget> = Vec::new();
-    for spec in &args.targets {
-        match parse_target(spec) {
-            Ok(t) => {
-                if targets.iter().any(|o| o.name == t.name) {
-                    problems.push(format!("--target {spec}: the name {:?} is used twice; give each target its own name", t.name));
-                } else {
-                    targets.push(t);
-                }
-            }
-            Err(msg) => problems.push(format!("--target {spec}: {msg}")),
-        }
-    }
-    if targets.len() > u16::MAX as usize {
-        problems.push("too many --target (at most 65535)".into());
-    }
-    let index_of = |name: &str| targets.iter().position(|t| t.name == name);
-
-    let mut host_override: HashMap<usize, String> = HashMap::new();
-    for spec in &args.hosts {
-        match spec.split_once('=') {
-            Some((name, host))
-                if !host.is_empty() && host.bytes().all(|b| b > b' ' && b != 0x7f) =>
-            {
-                match index_of(name) {
-                    Some(i) => {
-                        host_override.insert(i, host.to_owned());
-                    }
-                    None => problems.push(format!("--host {spec}: no target named {name:?}")),
-                }
-            }
-            _ => problems.push(format!(
-                "--host {spec}: expected NAME=host, e.g. --host b=api.example.com"
-            )),
-        }
-    }
-    let mut set_headers: HashMap<usize, Vec<(String, String)>> = HashMap::new();
-    for spec in &args.set_headers {
-        let parsed = spec.split_once(':').and_then(|(name, rest)| {
-            let (header, value) = rest.split_once('=')?;
-            Some((name, header, value))
-        });
-        match parsed {
-            Some((name, header, value))
-                if !header.is_empty()
-                    && header.bytes().all(is_token_byte)
-                    && is_header_value(value) =>
-            {
-                if let Some(why) = engine_header(header) {
-                    let fix = if header.eq_ignore_ascii_case("host") {
-                        format!("write --host {name}={value}")
-                    } else {
-                        "leave it out".to_owned()
-                    };
-                    problems.push(format!("--set-header {spec}: {why}; {fix}"));
-                    continue;
-                }
-                match index_of(name) {
-                    Some(i) => set_headers
-                        .entry(i)
-                        .or_default()
-                        .push((header.to_owned(), value.to_owned())),
-                    None => problems.push(format!("--set-header {spec}: no target named {name:?}")),
-                }
-            }
-            Some((_, header, value)) if !header.is_empty() && !is_header_value(value) => problems
-                .push(format!(
-                    "--set-header {spec}: the value of {header} has a control character; \
-                     a header value is text without line breaks"
-                )),
-            _ => problems.push(format!(
-                "--set-header {spec}: expected NAME:Header=Value with Header a token (letters, \
-                 digits and !#$%&'*+-.^_`|~), e.g. --set-header b:x-shard=3"
-            )),
-        }
-    }
+    let targets = Targets::check(args, &mut problems);
 
     let trace = match &args.trace {
         Some(path) => Trace::load(path)?,
@@ -543,105 +275,17 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
         ));
     }
 
-    // Either one plain URL per target, in target order, or NAME=URL for any subset.
-    let mut warm_probes: Vec<WarmProbe> = Vec::new();
-    let named = args
-        .warm_urls
-        .iter()
-        .filter(|u| !u.starts_with("http"))
-        .count();
-    if named > 0 && named < args.warm_urls.len() {
-        problems.push("--warm-url: use either plain URLs (one per target, in order) or NAME=URL for each, not both".into());
-    } else if named == 0 && !args.warm_urls.is_empty() && args.warm_urls.len() != targets.len() {
-        problems.push(format!(
-            "--warm-url given {} times for {} targets; give one per target in target order, \
-             or NAME=URL for the targets that have one",
-            args.warm_urls.len(),
-            targets.len()
-        ));
-    } else {
-        for (i, spec) in args.warm_urls.iter().enumerate() {
-            let (target, url) = if named == 0 {
-                (Some(i), spec.as_str())
-            } else {
-                match spec.split_once('=') {
-                    Some((name, url)) => (index_of(name), url),
-                    None => (None, spec.as_str()),
-                }
-            };
-            let Some(target) = target else {
-                problems.push(format!(
-                    "--warm-url {spec}: expected NAME=URL with NAME one of the targets"
-                ));
-                continue;
-            };
-            if warm_probes.iter().any(|p| p.target == target) {
-                problems.push(format!(
-                    "--warm-url {spec}: a second warm URL for the same target"
-                ));
-                continue;
-            }
-            match parse_http_url(url) {
-                Ok(parsed) => warm_probes.push(WarmProbe {
-                    target,
-                    url: url.to_owned(),
-                    addr: parsed.addr,
-                    host: parsed.authority,
-                    path: parsed.path_and_query,
-                }),
-                Err(why) => problems.push(format!(
-                    "--warm-url {spec}: {why}; write e.g. {URL_EXAMPLE}/warm"
-                )),
-            }
-        }
-    }
+    let warm_probes = warm_probes(args, &targets, &mut problems);
 
-    let outputs = [
-        ("--summary", &args.summary),
-        ("--requests", &args.requests),
-        ("--hdr-log", &args.hdr_log),
-    ];
-    for (i, (flag, path)) in outputs.iter().enumerate() {
-        let Some(path) = path else { continue };
-        if let Some(why) = output::path_problem(path) {
-            problems.push(format!("{flag} {}: {why}", path.display()));
-        }
-        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| p.as_ref() == Some(path)) {
-            problems.push(format!(
-                "{flag} {}: the same file as {other}; give each output its own file",
-                path.display()
-            ));
-        }
-    }
+    check_outputs(args, &mut problems);
 
     if !problems.is_empty() {
-        return Err(LoadError::Invalid(problems));
+        return Err(PlanError::Invalid(problems));
     }
 
     let head_request: Vec<bool> = trace.requests.iter().map(|r| r.method == "HEAD").collect();
     let bodies: Vec<Vec<u8>> = trace.requests.iter().map(|r| r.body.clone()).collect();
-    let targets: Vec<TargetPlan> = targets
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let host = host_override
-                .get(&i)
-                .cloned()
-                .unwrap_or_else(|| t.authority.clone());
-            let extra = set_headers.get(&i).map(Vec::as_slice).unwrap_or(&[]);
-            let heads = trace
-                .requests
-                .iter()
-                .map(|r| render_head(r, &t.prefix, &host, extra))
-                .collect();
-            TargetPlan {
-                name: t.name,
-                url: t.url,
-                addr: t.addr,
-                heads,
-            }
-        })
-        .collect();
+    let targets = targets.into_plans(&trace);
     let ordered_keys = (args.pace == PaceArg::Ordered).then(|| trace.key_ids());
 
     Ok(Plan {
@@ -676,84 +320,82 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, LoadError> {
     })
 }
 
-fn parse_target(spec: &str) -> Result<ParsedTarget, String> {
-    let Some((name, url)) = spec.split_once('=') else {
-        return Err("expected NAME=URL, e.g. --target a=http://127.0.0.1:8080".into());
-    };
-    if name.is_empty()
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
-    {
-        return Err(format!(
-            "target name {name:?} must be letters, digits, '_', '-' or '.'"
+/// `--warm-url`: either one plain URL per target, in target order, or NAME=URL for any
+/// subset of them.
+fn warm_probes(args: &LoadArgs, targets: &Targets, problems: &mut Vec<String>) -> Vec<WarmProbe> {
+    let mut warm_probes: Vec<WarmProbe> = Vec::new();
+    let named = args
+        .warm_urls
+        .iter()
+        .filter(|u| !u.starts_with("http"))
+        .count();
+    if named > 0 && named < args.warm_urls.len() {
+        problems.push("--warm-url: use either plain URLs (one per target, in order) or NAME=URL for each, not both".into());
+    } else if named == 0 && !args.warm_urls.is_empty() && args.warm_urls.len() != targets.len() {
+        problems.push(format!(
+            "--warm-url given {} times for {} targets; give one per target in target order, \
+             or NAME=URL for the targets that have one",
+            args.warm_urls.len(),
+            targets.len()
         ));
-    }
-    let parsed = parse_http_url(url).map_err(|why| format!("{why}; write e.g. {URL_EXAMPLE}"))?;
-    if parsed.has_query {
-        return Err("a target URL has no query; put queries in --path or the trace".into());
-    }
-    // The fragment is not sent, and url keeps only the path in `path_and_query`.
-    let prefix = parsed.path_and_query.trim_end_matches('/').to_owned();
-    Ok(ParsedTarget {
-        name: name.to_owned(),
-        url: url.to_owned(),
-        addr: parsed.addr,
-        authority: parsed.authority,
-        prefix,
-    })
-}
-
-/// Why a header is the engine's to write, for the headers it writes itself (None for the
-/// others). A second copy from `--set-header` or a trace would make a malformed request:
-/// two Hosts, or a framing that disagrees with the body sent.
-pub fn engine_header(name: &str) -> Option<&'static str> {
-    let why = [
-        ("host", "the engine sends each target's Host itself"),
-        (
-            "content-length",
-            "the engine frames each request's body itself (the trace's body_b64)",
-        ),
-        (
-            "transfer-encoding",
-            "the engine frames each request's body itself (the trace's body_b64)",
-        ),
-        (
-            "connection",
-            "the engine keeps its connections alive itself",
-        ),
-        (
-            "x-hairline-request-id",
-            "the engine numbers every request itself, the same on every target",
-        ),
-    ];
-    why.iter()
-        .find(|(header, _)| name.eq_ignore_ascii_case(header))
-        .map(|(_, why)| *why)
-}
-
-/// The request head for one target up to the request-id header, which is added per send.
-fn render_head(r: &TraceRequest, prefix: &str, host: &str, extra: &[(String, String)]) -> Vec<u8> {
-    let mut head = format!(
-        "{} {}{} HTTP/1.1\r\nhost: {}\r\n",
-        r.method, prefix, r.path, host
-    );
-    // Framing and routing headers are the engine's, not the recording's.
-    let ours = |name: &str| {
-        engine_header(name).is_some() || extra.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
-    };
-    for (name, value) in &r.headers {
-        if !ours(name) {
-            head.push_str(&format!("{name}: {value}\r\n"));
+    } else {
+        for (i, spec) in args.warm_urls.iter().enumerate() {
+            let (target, url) = if named == 0 {
+                (Some(i), spec.as_str())
+            } else {
+                match spec.split_once('=') {
+                    Some((name, url)) => (targets.index_of(name), url),
+                    None => (None, spec.as_str()),
+                }
+            };
+            let Some(target) = target else {
+                problems.push(format!(
+                    "--warm-url {spec}: expected NAME=URL with NAME one of the targets"
+                ));
+                continue;
+            };
+            if warm_probes.iter().any(|p| p.target == target) {
+                problems.push(format!(
+                    "--warm-url {spec}: a second warm URL for the same target"
+                ));
+                continue;
+            }
+            match parse_http_url(url) {
+                Ok(parsed) => warm_probes.push(WarmProbe {
+                    target,
+                    url: url.to_owned(),
+                    addr: parsed.addr,
+                    host: parsed.authority,
+                    path: parsed.path_and_query,
+                }),
+                Err(why) => problems.push(format!(
+                    "--warm-url {spec}: {why}; write e.g. {URL_EXAMPLE}/warm"
+                )),
+            }
         }
     }
-    for (name, value) in extra {
-        head.push_str(&format!("{name}: {value}\r\n"));
+    warm_probes
+}
+
+/// `--summary`, `--requests` and `--hdr-log`: writable, and each its own file.
+fn check_outputs(args: &LoadArgs, problems: &mut Vec<String>) {
+    let outputs = [
+        ("--summary", &args.summary),
+        ("--requests", &args.requests),
+        ("--hdr-log", &args.hdr_log),
+    ];
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        let Some(path) = path else { continue };
+        if let Some(why) = output::path_problem(path) {
+            problems.push(format!("{flag} {}: {why}", path.display()));
+        }
+        if let Some((other, _)) = outputs[..i].iter().find(|(_, p)| p.as_ref() == Some(path)) {
+            problems.push(format!(
+                "{flag} {}: the same file as {other}; give each output its own file",
+                path.display()
+            ));
+        }
     }
-    if !r.body.is_empty() || matches!(r.method.as_str(), "POST" | "PUT" | "PATCH") {
-        head.push_str(&format!("content-length: {}\r\n", r.body.len()));
-    }
-    head.into_bytes()
 }
 
 #[cfg(test)]
@@ -786,7 +428,7 @@ mod tests {
             "--connections",
             "0",
         ]);
-        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+        let Err(PlanError::Invalid(problems)) = build_plan(&a) else {
             panic!("expected invalid")
         };
         let text = problems.join("\n");
@@ -814,7 +456,7 @@ mod tests {
             "--interval-ms",
             "3600001",
         ]);
-        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+        let Err(PlanError::Invalid(problems)) = build_plan(&a) else {
             panic!("expected invalid")
         };
         let text = problems.join("\n");
@@ -849,7 +491,7 @@ mod tests {
         ]);
         let outcome = build_plan(&a);
         let _ = std::fs::remove_file(&trace);
-        let Err(LoadError::Invalid(problems)) = outcome else {
+        let Err(PlanError::Invalid(problems)) = outcome else {
             panic!("expected invalid")
         };
         assert!(
@@ -922,7 +564,7 @@ mod tests {
             argv.extend(["--set-header", spec]);
             match build_plan(&args(&argv)) {
                 Ok(_) => assert!(expected.is_empty(), "{spec} was accepted"),
-                Err(LoadError::Invalid(problems)) => {
+                Err(PlanError::Invalid(problems)) => {
                     assert!(!expected.is_empty(), "{spec}: {problems:?}");
                     assert!(
                         problems[0].starts_with(&format!("--set-header {spec}: "))
@@ -962,7 +604,7 @@ mod tests {
             "--warm-url",
             "http://127.0.0.1:1/warm",
         ]);
-        let Err(LoadError::Invalid(problems)) = build_plan(&args(&mixed)) else {
+        let Err(PlanError::Invalid(problems)) = build_plan(&args(&mixed)) else {
             panic!("expected invalid")
         };
         assert!(problems[0].contains("not both"), "{problems:?}");
@@ -988,7 +630,7 @@ mod tests {
             "--warm-url",
             "http://127.0.0.1:1/w",
         ]);
-        let Err(LoadError::Invalid(problems)) = build_plan(&a) else {
+        let Err(PlanError::Invalid(problems)) = build_plan(&a) else {
             panic!("expected invalid")
         };
         let text = problems.join("\n");

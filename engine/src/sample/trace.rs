@@ -12,9 +12,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Zipf};
 
-use crate::output::{self, Staged};
-use crate::sample_cost::{Endpoint, USERS, ZIPF_S};
-use crate::sample_ops::{MAX_OPS, OP_PREFIX};
+use crate::format::output::{self, Staged};
+use crate::sample::cost::{Endpoint, USERS, ZIPF_S};
+use crate::sample::flag::BadFlag;
+use crate::sample::ops::{MAX_OPS, OP_PREFIX};
 
 /// Endpoint mix: (endpoint, share of requests).
 pub const ENDPOINT_MIX: [(Endpoint, f64); 3] = [
@@ -60,12 +61,8 @@ pub enum Mix {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SampleTraceError {
-    #[error("--{flag} {value} is invalid: {hint}")]
-    BadFlag {
-        flag: &'static str,
-        value: String,
-        hint: &'static str,
-    },
+    #[error(transparent)]
+    BadFlag(#[from] BadFlag),
     #[error("cannot write the trace to {path}")]
     Write { path: String, source: io::Error },
     #[error("-o {path}: {why}")]
@@ -84,10 +81,8 @@ pub struct TraceRequest {
 
 /// Checks `--ops` and `--op-zipf` against `--users`.
 pub fn mix_of(users: u64, ops: Option<u32>, op_zipf: Option<f64>) -> Result<Mix, SampleTraceError> {
-    let bad = |flag: &'static str, value: String, hint: &'static str| SampleTraceError::BadFlag {
-        flag,
-        value,
-        hint,
+    let bad = |flag: &'static str, value: String, hint: &'static str| {
+        SampleTraceError::from(BadFlag { flag, value, hint })
     };
     match (ops, op_zipf) {
         (None, None) => Ok(Mix::Endpoints { users }),
@@ -121,16 +116,19 @@ pub fn generate(
     mix: Mix,
 ) -> Result<Vec<TraceRequest>, SampleTraceError> {
     if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
-        return Err(SampleTraceError::BadFlag {
+        return Err(BadFlag {
             flag: "rate-per-s",
             value: rate_per_s.to_string(),
             hint: "write a positive number of requests per second",
-        });
+        }
+        .into());
     }
-    let bad_users = |users: u64| SampleTraceError::BadFlag {
-        flag: "users",
-        value: users.to_string(),
-        hint: "write a positive number of distinct users",
+    let bad_users = |users: u64| {
+        SampleTraceError::from(BadFlag {
+            flag: "users",
+            value: users.to_string(),
+            hint: "write a positive number of distinct users",
+        })
     };
     // Exp::new fails only for a negative rate, excluded above.
     let gaps = Exp::new(rate_per_s).map_err(|_| bad_users(0))?;
@@ -139,12 +137,11 @@ pub fn generate(
     let users = match mix {
         Mix::Endpoints { users } => users,
         Mix::Ops { ops, zipf_s } => {
-            let zipf =
-                Zipf::new(u64::from(ops), zipf_s).map_err(|_| SampleTraceError::BadFlag {
-                    flag: "ops",
-                    value: format!("{ops} with --op-zipf {zipf_s}"),
-                    hint: "write at least 1 op and a Zipf exponent >= 0",
-                })?;
+            let zipf = Zipf::new(u64::from(ops), zipf_s).map_err(|_| BadFlag {
+                flag: "ops",
+                value: format!("{ops} with --op-zipf {zipf_s}"),
+                hint: "write at least 1 op and a Zipf exponent >= 0",
+            })?;
             let mut t_s = 0.0f64;
             for _ in 0..requests {
                 let op = zipf.sample(&mut rng) as u64 - 1;

@@ -1,6 +1,6 @@
 //! One keep-alive HTTP/1.1 client connection of the load engine.
 //!
-//! The event loop in `replay.rs` owns the connections; this module reads and writes them,
+//! The event loop in `replay` owns the connections; this module reads and writes them,
 //! and leaves where a response ends to `http::ResponseTracker`, the framing the recorder
 //! uses too. Bodies are counted, never stored.
 
@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 
 use mio::net::TcpStream;
 
-use crate::http::ResponseTracker;
-use crate::request_log::ErrorKind;
+use crate::format::request_log::ErrorKind;
+use crate::net::http::ResponseTracker;
 
 /// A complete response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::sample_cost::Endpoint;
+use crate::sample::cost::Endpoint;
 
 /// Upper bounds of the histograms' buckets in seconds (Prometheus `le`), without `+Inf`.
 pub const BUCKET_BOUNDS_S: [f64; 12] = [
@@ -294,7 +294,7 @@ impl Route {
             "/warm" => Route::Warm,
             "/metrics" => Route::Metrics,
             "/debug/profile" => Route::DebugProfile,
-            _ if path.starts_with(crate::sample_ops::OP_PREFIX) => Route::Op,
+            _ if path.starts_with(crate::sample::ops::OP_PREFIX) => Route::Op,
             _ => Route::Other,
         }
     }

@@ -20,16 +20,17 @@ pub fn record_ns(h: &mut Histogram<u64>, value_ns: u64) {
     h.saturating_record(value_ns.clamp(1, MAX_TRACKABLE_NS));
 }
 
-/// Percentiles of a latency histogram in µs; every field is null when it is empty.
+/// Percentiles of a latency histogram in µs; every field but `count` is null when it is
+/// empty. Fields in alphabetical order, as the summary writes them (`load::summary`).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Percentiles {
     pub count: u64,
+    pub max: Option<f64>,
     pub mean: Option<f64>,
     pub p50: Option<f64>,
     pub p90: Option<f64>,
     pub p99: Option<f64>,
     pub p999: Option<f64>,
-    pub max: Option<f64>,
 }
 
 pub fn percentiles_us(h: &Histogram<u64>) -> Percentiles {

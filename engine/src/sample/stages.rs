@@ -8,9 +8,9 @@
 //! do that fraction more work, every other function unchanged: a change of
 //! `share * FRACTION` of the service, and of `FRACTION` in that function.
 //!
-//! The shares sum to 1, so a request costs what `sample_cost::burn` of its units costs.
+//! The shares sum to 1, so a request costs what `cost::burn` of its units costs.
 
-use crate::sample_cost::{mix64, STEPS_PER_UNIT};
+use crate::sample::cost::{mix64, STEPS_PER_UNIT};
 
 /// Every stage's name (as `--slow-function` takes it) and its share of a request's work.
 /// `escape_strings` is called from `render_json`; the others from [`run`].
@@ -70,7 +70,7 @@ impl Slowdowns {
 /// merged the stages into one function, and the profile charged all of them to one name.
 #[inline(always)]
 fn spin<const SALT: u64>(seed: u64, steps: u64) -> u64 {
-    // Salted once, not at each step: a step costs what `sample_cost::burn`'s does.
+    // Salted once, not at each step: a step costs what `cost::burn`'s does.
     let mut x = seed ^ SALT;
     for _ in 0..steps {
         x = mix64(x);
@@ -114,7 +114,7 @@ fn write_audit_log(seed: u64, steps: u64) -> u64 {
     spin::<7>(seed, steps)
 }
 
-/// Burns `units` work units through the stages (what `sample_cost::burn` burns in one
+/// Burns `units` work units through the stages (what `cost::burn` burns in one
 /// function), each stage slowed by its fraction in `slow`.
 #[inline(never)]
 pub fn run(seed: u64, units: u64, slow: &Slowdowns) -> u64 {
@@ -144,9 +144,9 @@ mod tests {
     fn a_slowdown_adds_its_fraction_to_one_stage_only() {
         let slow = Slowdowns::parse(&["escape_strings=0.2".to_string()]).unwrap();
         let none = Slowdowns::default();
-        for i in 0..STAGES.len() {
+        for (i, (name, _)) in STAGES.iter().enumerate() {
             let (a, b) = (none.steps(i, 100_000), slow.steps(i, 100_000));
-            if STAGES[i].0 == "escape_strings" {
+            if *name == "escape_strings" {
                 assert_eq!((a, b), (1_000, 1_200));
             } else {
                 assert_eq!(a, b);

@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use crate::sample_cost::{hash_bytes, mix64};
-use crate::sample_service::SampleServiceError;
+use crate::sample::cost::{hash_bytes, mix64};
+use crate::sample::flag::BadFlag;
 
 /// Largest `--stall-ms`: longer pauses would only test the load engine's timeouts.
 pub const MAX_STALL_MS: f64 = 10_000.0;
@@ -28,13 +28,9 @@ pub struct Stall {
 
 impl Stall {
     /// Checks `--stall-every` and `--stall-ms`, which go together; `None` without them.
-    pub fn from_flags(
-        every: Option<u64>,
-        ms: Option<f64>,
-    ) -> Result<Option<Stall>, SampleServiceError> {
-        let bad = |flag: &'static str, value: String, hint: &'static str| {
-            SampleServiceError::BadFlag { flag, value, hint }
-        };
+    pub fn from_flags(every: Option<u64>, ms: Option<f64>) -> Result<Option<Stall>, BadFlag> {
+        let bad =
+            |flag: &'static str, value: String, hint: &'static str| BadFlag { flag, value, hint };
         match (every, ms) {
             (None, None) => Ok(None),
             (Some(n), None) => Err(bad(
@@ -143,7 +139,7 @@ mod tests {
         let users: Vec<u64> = (0..100_000u64)
             .map(|i| i.to_string())
             .filter(|id| s.hits(id.as_bytes()))
-            .map(|id| crate::sample_cost::user_for_request_id(id.as_bytes()))
+            .map(|id| crate::sample::cost::user_for_request_id(id.as_bytes()))
             .collect();
         let top = users.iter().filter(|&&u| u <= 10).count() as f64 / users.len() as f64;
         assert!(

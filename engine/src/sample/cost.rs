@@ -1,7 +1,7 @@
 //! The sample service's cost model: pure functions from a request to the work it costs.
 //!
 //! Everything here is deterministic so that the same request costs the same on every target
-//! of a lockstep run, on every machine, in every run. The server (`sample_service`) applies
+//! of a lockstep run, on every machine, in every run. The server (`service`) applies
 //! the time-dependent parts (warm-up) and the regression knobs on top.
 
 /// Users are drawn from this many ids, as in the trace generator.

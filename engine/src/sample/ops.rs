@@ -15,8 +15,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sample_cost::mix64;
-use crate::sample_service::SampleServiceError;
+use crate::sample::cost::mix64;
+use crate::sample::flag::BadFlag;
 
 /// Functions each group owns.
 pub const FUNCTIONS_PER_GROUP: u32 = 12;
@@ -255,10 +255,9 @@ impl Ops {
         groups: Option<u32>,
         cache_slots: Option<u32>,
         miss_units: Option<u64>,
-    ) -> Result<Option<Ops>, SampleServiceError> {
-        let bad = |flag: &'static str, value: String, hint: &'static str| {
-            SampleServiceError::BadFlag { flag, value, hint }
-        };
+    ) -> Result<Option<Ops>, BadFlag> {
+        let bad =
+            |flag: &'static str, value: String, hint: &'static str| BadFlag { flag, value, hint };
         if ops > MAX_OPS {
             return Err(bad(
                 "ops",
