@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 from fastapi.testclient import TestClient
+from rich.console import Console
 
 from hairline.config.suggest import SuggestConfig, SuggestedFunction, SuggestedMix
 from hairline.lab.files import load_experiment_file
@@ -33,6 +34,7 @@ from hairline.report.context import experiment_json
 from hairline.report.experiment import load_report
 from hairline.report.html import render_html
 from hairline.report.markdown import render_markdown
+from hairline.report.terminal import print_experiment
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Trial
 from hairline.store.observations import write_observations
@@ -179,13 +181,16 @@ def test_a_profiled_experiments_report_has_its_flame_graph_and_marks_the_suggest
     assert "<script" not in page and "url(" not in page
     assert "std::vector&lt;int, std::allocator&lt;int&gt; &gt;::push_back" in page
     # The table marks the suggested function; a sentence says what became of it.
-    row = re.search(rf"<tr><td class=\"l\"><code>{re.escape(ESCAPE)}</code>(.*?)</tr>", page)
+    row = re.search(rf"<tr><td class=\"l\">(.*?)<code>{re.escape(ESCAPE)}</code>", page)
     assert row and 'class="suggested"' in row.group(1)
     assert "the functions the diff suggester named (--suggested-by): " in page
     assert "sample_stages::escape_strings (self regression +" in page
 
+    console = Console(record=True, width=240)
+    print_experiment(report, console)
+    assert f"◆ {ESCAPE}" in console.export_text()
     markdown = render_markdown(report)
-    assert f"`{ESCAPE}` ◆" in markdown
+    assert f"| ◆ `{ESCAPE}` | self |" in markdown
     payload = experiment_json(report)
     [comparison] = payload["functions"]["comparisons"]
     marked = {c["function"] for c in comparison["functions"] if c["suggested"]}

@@ -211,7 +211,7 @@ def _functions(report: ExperimentReport) -> list[str]:
                     "| "
                     + " | ".join(
                         [
-                            _code(line.cells[0]) + (f" {SUGGESTED_MARK}" if line.suggested else ""),
+                            (f"{SUGGESTED_MARK} " if line.suggested else "") + _code(line.cells[0]),
                             *map(_text, line.cells[1:]),
                         ]
                     )

@@ -260,7 +260,7 @@ def print_functions(report: ExperimentReport, console: Console) -> None:
                 style = _STYLE.get(line.verdict, "")
                 cells = [escape(c) for c in line.cells]
                 if line.suggested:
-                    cells[0] += f" {SUGGESTED_MARK}"
+                    cells[0] = f"{SUGGESTED_MARK} {cells[0]}"
                 table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/]" if style else cells[-1])
             console.print(table)
         if sentence := suggested_summary(analysis, report.suggested_functions):

@@ -372,13 +372,13 @@ def _functions(report: ExperimentReport) -> list[str]:
         if found:
             head = "".join(f'<th class="{"l" if h in left else ""}">{_e(h)}</th>'
                            for h in FUNCTION_HEADER)  # fmt: skip
-            mark = (f' <span class="suggested" title="named by the diff suggester">'
-                    f"{SUGGESTED_MARK}</span>")  # fmt: skip
+            mark = (f'<span class="suggested" title="named by the diff suggester">'
+                    f"{SUGGESTED_MARK}</span>&nbsp;")  # fmt: skip
             rows = [
                 "<tr>"
-                + f'<td class="l"><code>{_e(line.cells[0])}</code>'
+                + '<td class="l">'
                 + (mark if line.suggested else "")
-                + "</td>"
+                + f"<code>{_e(line.cells[0])}</code></td>"
                 + f'<td class="l">{_e(line.cells[1])}</td>'
                 + "".join(f"<td>{_e(c)}</td>" for c in line.cells[2:6])
                 + f'<td class="l">{_verdict(line.verdict)}'
