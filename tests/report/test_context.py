@@ -23,6 +23,7 @@ from hairline.report.context import (
     late_ticks_steal_explains,
     load_notes,
     metric_trials,
+    suggested_in,
 )
 from hairline.store.observations import Observations, read_observations, write_observations
 from schema_check import check_schema
@@ -275,3 +276,21 @@ def test_late_sends_beyond_what_steal_covers_are_the_generators() -> None:
 def test_notes_are_part_of_the_json_contract() -> None:
     report = experiment(None, notes=("load gate late_sends failed in 1 of 2 batches",))
     assert experiment_json(report)["notes"] == ["load gate late_sends failed in 1 of 2 batches"]
+
+
+def test_the_suggesters_functions_are_found_under_the_names_profilers_give_them() -> None:
+    profile_names = [
+        "hairline_engine::sample_stages::escape_strings::h0123456789abcdef",  # Rust, hashed
+        "github.com/shop/store.(*Index).Lookup.func1",  # Go: import path, closure
+        "app.search.split_words",
+        "app.search.tokenize",  # the same function's old name, in the baseline
+        "app.research.lookup",  # ends with "search.lookup" but not at a separator
+        "other::escape_strings_fast",
+    ]
+    found = suggested_in(
+        profile_names,
+        ["sample_stages::escape_strings", "store.(*Index).Lookup", "search.lookup",
+         "app.search.split_words", "app.search.tokenize"],
+    )  # fmt: skip
+    assert found == set(profile_names[:4])
+    assert suggested_in(profile_names, []) == frozenset()

@@ -76,3 +76,19 @@ def test_endpoints_the_trace_lacks_are_named(trace: Path, tmp_path: Path) -> Non
     only_gone = parse_folded("GET /gone;app.search.tokenize 5\n")
     with pytest.raises(DataError, match="none of the endpoints the change reaches"):
         remix(trace, impact(only_gone, [TOKENIZE]), out=tmp_path / "t.jsonl", base="a", head="b")
+
+
+def test_a_modified_and_renamed_function_keeps_its_old_name_for_the_reports(
+    trace: Path, tmp_path: Path
+) -> None:
+    """The baseline's profile knows the old name, the candidate's the new: both are stored,
+    so the report can mark the function in either arm's stacks."""
+    moved = ChangedFunction("app.search.split_words", "app/search.py", "modified", 3,
+                            "split_words", old_name="app.search.tokenize")  # fmt: skip
+    _, why = remix(trace, impact(PROFILE, [moved]), out=tmp_path / "s.jsonl", base="a", head="b")
+    [function] = why.functions
+    assert function.old_name == "app.search.tokenize"
+    assert function.names == ("app.search.split_words", "app.search.tokenize")
+    _, plain = remix(trace, impact(PROFILE, [TOKENIZE]), out=tmp_path / "t.jsonl", base="a",
+                     head="b")  # fmt: skip
+    assert plain.functions[0].old_name is None

@@ -34,6 +34,14 @@ class SuggestedFunction(_Table):
     change: str  # "modified", "renamed", ... with the old name: "modified, was x.y"
     cost: float
     share: float  # of the whole profile
+    # Its name in the base when the change renamed it: the baseline's profile knows that
+    # one (the report marks both). Absent in what earlier versions stored.
+    old_name: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name a profile may know it by."""
+        return (self.name, self.old_name) if self.old_name else (self.name,)
 
 
 class SuggestedEndpoint(_Table):

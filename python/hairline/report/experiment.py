@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 from sqlalchemy import func, select
 
 from hairline.config import ExperimentConfig
@@ -25,6 +26,7 @@ from hairline.lab.results import (
     load_analysis,
     stored_history,
 )
+from hairline.profile.flame import Stack, folded_counts, per_request
 from hairline.report.context import (
     ArmReport,
     CapacityCurve,
@@ -280,6 +282,36 @@ def _functions(
     return (), "no function metrics: fewer than two trials were profiled in both arms"
 
 
+def _flame_stacks(
+    runs: Path, records: list[dict[str, Any]], observations: Observations | None
+) -> dict[str, dict[Stack, float]]:
+    """Each arm's stacks in CPU ns per request over its accepted batches: a batch's folded
+    file (``t0b0a1-B.folded``, lab/sampling.py) scaled by the arm's CPU per request in that
+    batch. A batch without its file or its CPU row is left out; nothing fails here."""
+    if observations is None:
+        return {}
+    table = observations.table
+    cpu_rows = table.filter(pc.equal(table.column("metric"), "cpu_ns_per_request"))
+    cpu = {
+        (str(r["trial"]), str(r["batch"]), str(r["arm"])): float(r["value"])
+        for r in cpu_rows.select(["trial", "batch", "arm", "value"]).to_pylist()
+    }
+    batches: dict[str, list[tuple[dict[Stack, float], float]]] = {}
+    for record in records:
+        if not record.get("accepted") or not record.get("profile") or "summary" not in record:
+            continue
+        stem = str(record["summary"]).removesuffix(".json")
+        for arm in sorted(record["profile"]):
+            at = cpu.get((str(record["trial"]), str(record["batch"]), str(arm)))
+            try:
+                text = (runs / f"{stem}-{arm}.folded").read_text()
+            except OSError:
+                continue
+            if at is not None:
+                batches.setdefault(str(arm), []).append((folded_counts(text), at))
+    return {arm: per_request(found) for arm, found in sorted(batches.items())}
+
+
 def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) -> ExperimentReport:
     """Everything a report shows about ``experiment_id``, with the analysis stored when it
     finished; ``reanalyse`` analyses its trials again (same seed, same A/A history)."""
@@ -374,6 +406,8 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
     html = artifacts / "report.html"
     records = _batch_records(artifacts / "runs")
     functions, functions_note = _functions(config, analysis, observations, artifacts, records)
+    flame_stacks = _flame_stacks(artifacts / "runs", records, observations) if functions else {}
+    why = config.suggest.why if config.suggest else None
     # The A/A runs the verdict was computed against, so the certificate stays the same
     # however often the report is rendered; before any analysis, the service's so far.
     history = stored_history(artifacts)
@@ -402,11 +436,15 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         aa_records=aa_records(store, history, config.analysis.alpha),
         functions=functions,
         functions_note=functions_note,
+        flame_stacks=flame_stacks,
+        suggested_functions=tuple(
+            dict.fromkeys(name for f in (why.functions if why else ()) for name in f.names)
+        ),
         trial_ended_at={i: at for i, ended in trial_ends if (at := _time(ended)) is not None},
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,
-        notes=why_notes(config.suggest.why if config.suggest else None)
+        notes=why_notes(why)
         + host_notes(tuple(hosts.values()), arm_classes=arm_classes)
         + measurement_notes(records, trial_notes, calibration)
         + load_notes(

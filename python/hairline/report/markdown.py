@@ -18,6 +18,7 @@ from hairline.errors import ConfigError
 from hairline.lab.analysis import MetricAnalysis
 from hairline.report.context import (
     FUNCTION_HEADER,
+    SUGGESTED_MARK,
     ExperimentReport,
     aa_text,
     certificates,
@@ -30,6 +31,8 @@ from hairline.report.context import (
     mde_text,
     number_text,
     overlap_notes,
+    suggested_in,
+    suggested_summary,
     threshold_text,
 )
 
@@ -192,7 +195,8 @@ def _functions(report: ExperimentReport) -> list[str]:
         lines += ["", f"> {_text(report.functions_note)}"]
     for analysis in report.functions:
         lines += ["", f"**Functions**: {_text(function_summary(analysis))}"]
-        found = list(function_lines(analysis))
+        marked = suggested_in({c.function for c in analysis.changes}, report.suggested_functions)
+        found = list(function_lines(analysis, marked))
         if found:
             lines += [
                 "",
@@ -204,10 +208,19 @@ def _functions(report: ExperimentReport) -> list[str]:
                 )
                 + "|",
                 *(
-                    "| " + " | ".join([_code(line.cells[0]), *map(_text, line.cells[1:])]) + " |"
+                    "| "
+                    + " | ".join(
+                        [
+                            (f"{SUGGESTED_MARK} " if line.suggested else "") + _code(line.cells[0]),
+                            *map(_text, line.cells[1:]),
+                        ]
+                    )
+                    + " |"
                     for line in found
                 ),
             ]
+        if sentence := suggested_summary(analysis, report.suggested_functions):
+            lines += ["", _text(sentence)]
     return lines
 
 

@@ -15,6 +15,7 @@ from hairline.lab.analysis import Analysis
 from hairline.lab.plan import PlanReport
 from hairline.report.context import (
     FUNCTION_HEADER,
+    SUGGESTED_MARK,
     ExperimentReport,
     aa_text,
     arm_capacities,
@@ -28,6 +29,8 @@ from hairline.report.context import (
     headline,
     mde_text,
     overlap_notes,
+    suggested_in,
+    suggested_summary,
     threshold_text,
 )
 from hairline.stats.certificate import AaRecord
@@ -246,15 +249,19 @@ def print_functions(report: ExperimentReport, console: Console) -> None:
         console.print(escape(report.functions_note), style="yellow")
     for analysis in report.functions:
         console.print(escape("Functions: " + function_summary(analysis)))
-        lines = list(function_lines(analysis))
-        if not lines:
-            continue
-        table = Table(title=f"functions that changed ({analysis.candidate})")
-        for column in FUNCTION_HEADER:
-            right = column not in ("function", "cost", "verdict")
-            table.add_column(column, justify="right" if right else "left")
-        for line in lines:
-            style = _STYLE.get(line.verdict, "")
-            cells = [escape(c) for c in line.cells]
-            table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/]" if style else cells[-1])
-        console.print(table)
+        marked = suggested_in({c.function for c in analysis.changes}, report.suggested_functions)
+        lines = list(function_lines(analysis, marked))
+        if lines:
+            table = Table(title=f"functions that changed ({analysis.candidate})")
+            for column in FUNCTION_HEADER:
+                right = column not in ("function", "cost", "verdict")
+                table.add_column(column, justify="right" if right else "left")
+            for line in lines:
+                style = _STYLE.get(line.verdict, "")
+                cells = [escape(c) for c in line.cells]
+                if line.suggested:
+                    cells[0] = f"{SUGGESTED_MARK} {cells[0]}"
+                table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/]" if style else cells[-1])
+            console.print(table)
+        if sentence := suggested_summary(analysis, report.suggested_functions):
+            console.print(escape(sentence))

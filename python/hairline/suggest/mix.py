@@ -90,6 +90,9 @@ def remix(
                 change=f.function.change_text,
                 cost=f.cost,
                 share=f.share(diff.total),
+                old_name=f.function.old_name
+                if f.function.old_name not in (None, f.function.name)
+                else None,
             )
             for f in diff.matched
         ],

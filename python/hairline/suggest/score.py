@@ -18,13 +18,13 @@ deployed path starts elsewhere than the repository's). Renamed functions match u
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from hairline.errors import ConfigError
 from hairline.profile.formats import Frame, Profile
+from hairline.profile.names import ends_at_separator, name_parts, plain_name
 from hairline.suggest.changes import ChangedFunction
 
 __all__ = [
@@ -39,27 +39,6 @@ __all__ = [
     "within_budget",
 ]
 
-_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
-_RUST_TRAIT_IMPL = re.compile(r"<([^<>]+?) as [^<>]+>")
-_GO_CLOSURE = re.compile(r"(\.func\d+)+(\.\d+)*$")
-_SEPARATORS = "./:"
-
-
-def _normal(name: str) -> str:
-    name = _RUST_HASH.sub("", name)
-    name = _RUST_TRAIT_IMPL.sub(r"\1", name)
-    return _GO_CLOSURE.sub("", name)
-
-
-def _ends_with(long: str, short: str) -> bool:
-    return long == short or (
-        len(long) > len(short) and long.endswith(short) and long[-len(short) - 1] in _SEPARATORS
-    )
-
-
-def _parts(name: str) -> int:
-    return len(re.findall(r"[^./:]+", name))
-
 
 def _same_file(path: str, file: str) -> bool:
     # The deployed path differs from the repository's in its start (/srv/, src/): the file's
@@ -71,15 +50,15 @@ def _same_file(path: str, file: str) -> bool:
 
 def frame_matches(function: ChangedFunction, frame: Frame) -> bool:
     """Whether the profile's ``frame`` is ``function`` (under its head or base name)."""
-    name = _normal(frame.name)
+    name = plain_name(frame.name)
     if frame.file and not any(_same_file(p, frame.file) for p in function.paths):
         return False
     for qualified in function.names:
-        if _ends_with(name, qualified):
+        if ends_at_separator(name, qualified):
             return True
         # A shorter form: the file pins it down, or it keeps at least one module part.
-        if _ends_with(qualified, name) and (
-            frame.file or _parts(name) > _parts(function.local or qualified)
+        if ends_at_separator(qualified, name) and (
+            frame.file or name_parts(name) > name_parts(function.local or qualified)
         ):
             return True
     return False

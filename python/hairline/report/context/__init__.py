@@ -22,9 +22,12 @@ from hairline.report.context.certificate import (
 from hairline.report.context.contract import JSON_SCHEMA, analysis_json, experiment_json
 from hairline.report.context.functions import (
     FUNCTION_HEADER,
+    SUGGESTED_MARK,
     function_lines,
     function_summary,
     functions_json,
+    suggested_in,
+    suggested_summary,
 )
 from hairline.report.context.model import (
     ArmReport,
@@ -55,6 +58,7 @@ from hairline.report.context.trials import MetricTrials, TrialValue, metric_tria
 __all__ = [
     "FUNCTION_HEADER",
     "JSON_SCHEMA",
+    "SUGGESTED_MARK",
     "ArmCapacity",
     "ArmReport",
     "CapacityCurve",
@@ -87,6 +91,8 @@ __all__ = [
     "metric_trials",
     "number_text",
     "overlap_notes",
+    "suggested_in",
+    "suggested_summary",
     "threshold_text",
     "trials_text",
 ]

@@ -124,7 +124,9 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "model": report.model,
         "html_path": _path(report.html_path),
         "notes": list(report.notes),
-        "functions": functions_json(report.functions, report.functions_note),
+        "functions": functions_json(
+            report.functions, report.functions_note, report.suggested_functions
+        ),
         "overlaps": [
             {
                 "kind": o.kind,

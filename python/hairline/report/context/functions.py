@@ -1,9 +1,14 @@
-"""The "functions that changed" of a report, as text every renderer shows the same way."""
+"""The "functions that changed" of a report, as text every renderer shows the same way.
+
+When the experiment ran ``--suggested-by REV``, the functions the diff suggester named
+(in the source's names, docs/suggest.md) are found among the profile's by the suggester's
+own rule (profile/names.py) and marked wherever a renderer lists them.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -11,10 +16,12 @@ from typing_extensions import TypedDict
 
 from hairline.kit.jsonout import documented
 from hairline.lab.functions import FunctionAnalysis, FunctionChange, FunctionVerdict
-from hairline.profile.functions import SELF
+from hairline.profile.functions import SELF, TOTAL
+from hairline.profile.names import same_function
 
 __all__ = [
     "FUNCTION_HEADER",
+    "SUGGESTED_MARK",
     "FunctionChangeJson",
     "FunctionComparisonJson",
     "FunctionLine",
@@ -22,12 +29,16 @@ __all__ = [
     "function_lines",
     "function_summary",
     "functions_json",
+    "suggested_in",
+    "suggested_summary",
 ]
 
 FUNCTION_HEADER = ("function", "cost", "effect ns/request", "effect", "interval (ns)",
                    "share", "verdict")  # fmt: skip
 # A report lists this many findings; the JSON has them all.
 _SHOWN = 25
+#: Beside a function the diff suggester named, in every renderer's table.
+SUGGESTED_MARK = "◆"
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,17 @@ class FunctionLine:
 
     cells: tuple[str, str, str, str, str, str, str]
     verdict: str
+    #: The diff suggester named this function (``--suggested-by``).
+    suggested: bool = False
+
+
+def suggested_in(names: Iterable[str], suggested: Sequence[str]) -> frozenset[str]:
+    """Which of the profile's function ``names`` are one of the functions the diff
+    suggester named (``suggested``, as the source names them): the frame is the name, or
+    ends with it at a separator once a Rust hash or a Go closure's suffix is off."""
+    if not suggested:
+        return frozenset()
+    return frozenset(n for n in names if any(same_function(n, s) for s in suggested))
 
 
 def _ns(x: float) -> str:
@@ -48,8 +70,11 @@ def _verdict(change: FunctionChange) -> str:
     return change.verdict
 
 
-def function_lines(analysis: FunctionAnalysis) -> Iterator[FunctionLine]:
-    """The findings of ``analysis``, largest absolute effect first."""
+def function_lines(
+    analysis: FunctionAnalysis, suggested: frozenset[str] = frozenset()
+) -> Iterator[FunctionLine]:
+    """The findings of ``analysis``, largest absolute effect first; those in
+    ``suggested`` (see :func:`suggested_in`) marked."""
     for change in analysis.flagged[:_SHOWN]:
         rel = "n/a" if not math.isfinite(change.effect_rel) else f"{change.effect_rel:+.1%}"
         lo, hi = change.ci_ns
@@ -65,7 +90,43 @@ def function_lines(analysis: FunctionAnalysis) -> Iterator[FunctionLine]:
                 _verdict(change),
             ),
             verdict=change.verdict,
+            suggested=change.function in suggested,
         )
+
+
+def _effect_words(change: FunctionChange) -> str:
+    rel = f" {change.effect_rel:+.1%}" if math.isfinite(change.effect_rel) else ""
+    return f"{_verdict(change)}{rel}"
+
+
+def suggested_summary(analysis: FunctionAnalysis, suggested: Sequence[str]) -> str:
+    """One sentence: what became of each function the diff suggester named ("" when the
+    experiment was not ``--suggested-by``), found in the table or not."""
+    if not suggested:
+        return ""
+    parts = []
+    for name in suggested:
+        # Of several profile functions with the name (generic instances), the costliest.
+        found = sorted(
+            (c for c in analysis.changes if same_function(c.function, name)),
+            key=lambda c: max(c.mean_a_ns, c.mean_b_ns),
+        )
+        by_kind = {c.kind: c for c in found}
+        words = [
+            f"{label} {_effect_words(by_kind[kind])}"
+            for kind, label in ((SELF, "self"), (TOTAL, "inclusive"))
+            if kind in by_kind
+        ]
+        parts.append(
+            f"{name} ({'; '.join(words)})"
+            if words
+            else f"{name} (not compared: under {analysis.min_share:.1%} of the CPU, or not sampled)"
+        )
+    return (
+        f"{SUGGESTED_MARK} the functions the diff suggester named (--suggested-by): "
+        + ", ".join(parts)
+        + "."
+    )
 
 
 def function_summary(analysis: FunctionAnalysis) -> str:
@@ -115,6 +176,8 @@ class FunctionChangeJson(TypedDict):
     verdict: FunctionVerdict
     shift_with: list[str]
     """For a shift: the functions its cost moved to or from."""
+    suggested: bool
+    """Whether the diff suggester named it (the experiment ran ``--suggested-by``)."""
 
 
 @documented
@@ -151,7 +214,7 @@ class FunctionsJson(TypedDict):
     """Per candidate."""
 
 
-def _change_json(c: FunctionChange) -> FunctionChangeJson:
+def _change_json(c: FunctionChange, suggested: frozenset[str]) -> FunctionChangeJson:
     return {
         "function": c.function,
         "cost": "self" if c.kind == SELF else "inclusive",
@@ -165,11 +228,16 @@ def _change_json(c: FunctionChange) -> FunctionChangeJson:
         "share": c.share,
         "verdict": c.verdict,
         "shift_with": list(c.shift_with),
+        "suggested": c.function in suggested,
     }
 
 
-def functions_json(analyses: tuple[FunctionAnalysis, ...], note: str) -> FunctionsJson:
-    """The report's ``functions`` object (see experiment_json)."""
+def functions_json(
+    analyses: tuple[FunctionAnalysis, ...], note: str, suggested: Sequence[str] = ()
+) -> FunctionsJson:
+    """The report's ``functions`` object (see experiment_json); ``suggested``: the diff
+    suggester's functions, as the source names them."""
+    marked = suggested_in({c.function for a in analyses for c in a.changes}, suggested)
     return {
         "note": note or None,
         "comparisons": [
@@ -182,9 +250,9 @@ def functions_json(analyses: tuple[FunctionAnalysis, ...], note: str) -> Functio
                 "samples_per_batch": a.samples_per_batch,
                 "compared": sum(1 for c in a.changes if math.isfinite(c.p_value)),
                 "pooled": a.pooled,
-                "changed": [_change_json(c) for c in a.flagged],
+                "changed": [_change_json(c, marked) for c in a.flagged],
                 "functions": [
-                    _change_json(c)
+                    _change_json(c, marked)
                     for c in sorted(a.changes, key=lambda c: -abs(_plain(c.effect_ns) or 0.0))
                 ],
             }

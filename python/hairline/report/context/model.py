@@ -136,6 +136,13 @@ class ExperimentReport:
     # (lab/functions.py), and, when there are none, why.
     functions: tuple[FunctionAnalysis, ...] = ()
     functions_note: str = ""
+    # Each profiled arm's stacks (function names, root first) and their CPU ns per
+    # request, the mean over its accepted batches (the runs folder's folded files): the
+    # differential flame graph's.
+    flame_stacks: Mapping[str, Mapping[tuple[str, ...], float]] = field(default_factory=dict)
+    # The functions the diff suggester named when the experiment ran --suggested-by (the
+    # source's names, a renamed one's old name too); the reports mark them.
+    suggested_functions: tuple[str, ...] = ()
     # When each trial that ended "done" ended, by its index (the observations' trial): the
     # time of its per-trial values where they are exported (report/otlp.py).
     trial_ended_at: Mapping[int, datetime] = field(default_factory=dict)

@@ -18,8 +18,11 @@ from datetime import datetime
 
 from hairline import __version__
 from hairline.lab.analysis import MetricAnalysis
+from hairline.lab.functions import FunctionAnalysis
+from hairline.profile.flame import flame_layout
 from hairline.report.context import (
     FUNCTION_HEADER,
+    SUGGESTED_MARK,
     ExperimentReport,
     MetricTrials,
     TrialValue,
@@ -36,6 +39,8 @@ from hairline.report.context import (
     metric_trials,
     number_text,
     overlap_notes,
+    suggested_in,
+    suggested_summary,
     threshold_text,
 )
 from hairline.report.html.charts import (
@@ -47,6 +52,7 @@ from hairline.report.html.charts import (
     trials_svg,
 )
 from hairline.report.html.curves import capacity_section
+from hairline.report.html.flamegraph import FLAME_WIDTH_PX, MIN_FRAME_PX, flame_svg
 
 __all__ = ["REPORT_CSS", "render_html", "report_body"]
 
@@ -77,6 +83,7 @@ th{font-weight:600;background:#f9fafb}th.l,td.l{text-align:left}
 svg{display:block;max-width:100%;height:auto}
 svg text{font:11px system-ui,sans-serif;fill:#4b5563}
 details summary{cursor:pointer;color:#374151}
+.suggested{color:#111827;font-weight:700}
 """
 
 
@@ -319,8 +326,39 @@ def _setup(report: ExperimentReport) -> list[str]:
     return parts
 
 
+def _flame(report: ExperimentReport, analysis: FunctionAnalysis) -> list[str]:
+    """The differential flame graph of one candidate, or why there is none."""
+    baseline = report.flame_stacks.get(analysis.baseline)
+    candidate = report.flame_stacks.get(analysis.candidate)
+    if not baseline or not candidate:
+        return ['<p class="muted">No flame graph: the batches\' folded stacks '
+                "(runs/*.folded) are not in the experiment's folder.</p>"]  # fmt: skip
+    layout = flame_layout(baseline, candidate, min_fraction=MIN_FRAME_PX / FLAME_WIDTH_PX)
+    names = {c.function for c in analysis.changes}
+    names |= layout.baseline_functions | layout.candidate_functions
+    suggested = suggested_in(names, report.suggested_functions)
+    svg = flame_svg(layout, analysis, suggested=suggested)
+    if not svg:
+        return []
+    marked = (
+        " A black outline marks a function the diff suggester named (--suggested-by)."
+        if suggested
+        else ""
+    )
+    return [
+        f'<figure class="flame">{svg}<figcaption>{_e(analysis.candidate)} against '
+        f"{_e(analysis.baseline)}, every batch's stacks merged: a frame's width is the CPU "
+        "per request on its path (the mean of both arms, each in ns per request), its colour "
+        "its function's self cost verdict: red slower, blue faster, saturated only when "
+        "significant after Benjamini-Hochberg, pale when not, grey when not tested. Dashed "
+        "outlines: new (red) and gone (blue) functions. Frames under 1 px are pooled. Hover "
+        f"a frame for its numbers.{_e(marked)}</figcaption></figure>"
+    ]
+
+
 def _functions(report: ExperimentReport) -> list[str]:
-    """The functions that changed ([service.profile]), or why there are none."""
+    """The functions that changed ([service.profile]), or why there are none, and each
+    candidate's differential flame graph."""
     if not report.functions and not report.functions_note:
         return []
     parts = ["<h2>Functions that changed</h2>"]
@@ -329,21 +367,29 @@ def _functions(report: ExperimentReport) -> list[str]:
     left = ("function", "cost", "verdict")
     for analysis in report.functions:
         parts.append(f'<p class="meta">{_e(function_summary(analysis))}</p>')
-        found = list(function_lines(analysis))
-        if not found:
-            continue
-        head = "".join(f'<th class="{"l" if h in left else ""}">{_e(h)}</th>'
-                       for h in FUNCTION_HEADER)  # fmt: skip
-        rows = [
-            "<tr>"
-            + f'<td class="l"><code>{_e(line.cells[0])}</code></td>'
-            + f'<td class="l">{_e(line.cells[1])}</td>'
-            + "".join(f"<td>{_e(c)}</td>" for c in line.cells[2:6])
-            + f'<td class="l">{_verdict(line.verdict)}{_e(line.cells[6][len(line.verdict) :])}</td>'
-            + "</tr>"
-            for line in found
-        ]
-        parts.append("<table><tr>" + head + "</tr>" + "".join(rows) + "</table>")
+        marked = suggested_in({c.function for c in analysis.changes}, report.suggested_functions)
+        found = list(function_lines(analysis, marked))
+        if found:
+            head = "".join(f'<th class="{"l" if h in left else ""}">{_e(h)}</th>'
+                           for h in FUNCTION_HEADER)  # fmt: skip
+            mark = (f'<span class="suggested" title="named by the diff suggester">'
+                    f"{SUGGESTED_MARK}</span>&nbsp;")  # fmt: skip
+            rows = [
+                "<tr>"
+                + '<td class="l">'
+                + (mark if line.suggested else "")
+                + f"<code>{_e(line.cells[0])}</code></td>"
+                + f'<td class="l">{_e(line.cells[1])}</td>'
+                + "".join(f"<td>{_e(c)}</td>" for c in line.cells[2:6])
+                + f'<td class="l">{_verdict(line.verdict)}'
+                + f"{_e(line.cells[6][len(line.verdict) :])}</td>"
+                + "</tr>"
+                for line in found
+            ]
+            parts.append("<table><tr>" + head + "</tr>" + "".join(rows) + "</table>")
+        if sentence := suggested_summary(analysis, report.suggested_functions):
+            parts.append(f'<p class="meta">{_e(sentence)}</p>')
+        parts += _flame(report, analysis)
     return parts
 
 
