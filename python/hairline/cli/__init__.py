@@ -5,7 +5,8 @@ the library: ``analysis`` (plan, analyze), ``run`` (run, aa), ``experiments`` (s
 report, cancel), ``demo``, ``lab`` (lab process/quota/hosts/factors), ``schedule`` (lab
 schedule ...), ``agent`` (agent start/stop), ``traffic`` (trace ...), ``record``,
 ``kraken``, ``serve``, ``ci`` (ci comment), ``web`` (token, service, gate), ``bisect``,
-``tune`` (tune, tuning list/show), ``attribute``, ``route`` (route partition/fleet).
+``tune`` (tune, tuning list/show), ``attribute``, ``route`` (route partition/fleet),
+``history`` (a service's change points).
 A module is imported when its command is looked up (``_base.COMMAND_MODULES``), so a
 command pays only for what it uses.
 """

@@ -50,6 +50,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "ci": ("ci",),
     "demo": ("demo",),
     "gate": ("web",),
+    "history": ("history",),
     "kraken": ("kraken",),
     "lab": ("lab", "schedule", "events"),
     "plan": ("analysis",),

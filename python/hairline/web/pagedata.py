@@ -122,6 +122,16 @@ class HistoryPoint:
     ci_high: float | None
     threshold_rel: float | None  # the relative threshold applied; None when absolute
     direction: str
+    source: str = ""  # the candidate's source as built: "git 1a2b3c4d (main)", "path ..."
+
+    @property
+    def commit(self) -> str | None:
+        """The candidate's commit (abbreviated as the build recorded it), when it was a
+        git revision."""
+        kind, _, rest = self.source.partition(" ")
+        if kind != "git" or not rest:
+            return None
+        return rest.split(" ", 1)[0]
 
 
 def relative_threshold(stored: str) -> float | None:
@@ -167,16 +177,18 @@ def metric_history(
             select(VerdictRow.experiment_id, func.coalesce(_E.finished_at, _E.created_at),
                    VerdictRow.metric, VerdictRow.candidate, VerdictRow.label,
                    VerdictRow.relative_effect, VerdictRow.ci_low, VerdictRow.ci_high,
-                   VerdictRow.threshold, VerdictRow.direction)
+                   VerdictRow.threshold, VerdictRow.direction, Arm.source)
             .join(_E, _E.id == VerdictRow.experiment_id)
+            .outerjoin(Arm, (Arm.experiment_id == VerdictRow.experiment_id)
+                       & (Arm.name == VerdictRow.candidate))
             .where(VerdictRow.experiment_id.in_(select(ids.c.id)), VerdictRow.deciding)
             .order_by(VerdictRow.experiment_id, VerdictRow.id)
         ).all()  # fmt: skip
     history: dict[str, list[HistoryPoint]] = {}
-    for eid, at, metric, cand, label, rel, lo, hi, threshold, direction in rows:
+    for eid, at, metric, cand, label, rel, lo, hi, threshold, direction, source in rows:
         history.setdefault(metric, []).append(
             HistoryPoint(eid, at, cand, label, rel, lo, hi, relative_threshold(threshold),
-                         direction)
+                         direction, source or "")
         )  # fmt: skip
     return {metric: tuple(points) for metric, points in sorted(history.items())}
 

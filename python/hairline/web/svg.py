@@ -16,12 +16,14 @@ from hairline.report.html.charts import (
     text_at,
     tick_at,
 )
+from hairline.web.changes import HistoryChange
 from hairline.web.health import FprPoint
 from hairline.web.pagedata import HistoryPoint
 
 __all__ = ["fpr_svg", "history_svg"]
 
 _W, _H = 640, 190
+CHANGE_COLOUR = "#7c3aed"
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 16, 34
 
 
@@ -52,9 +54,13 @@ def _x_labels(ids: Sequence[int], step: float, x0: float) -> list[str]:
     ]
 
 
-def history_svg(metric: str, points: Sequence[HistoryPoint]) -> str:
+def history_svg(
+    metric: str, points: Sequence[HistoryPoint], changes: Sequence[HistoryChange] = ()
+) -> str:
     """Relative effect (%) and interval per experiment, oldest left; behind each, the
-    ±threshold band it was judged against (grey), its worse side beyond (red)."""
+    ±threshold band it was judged against (grey), its worse side beyond (red); each change
+    point a dashed line between the two experiments it lies between, and each level
+    between changes its median (violet)."""
     if not points:
         return '<p class="muted">No finished A/B experiment has a verdict on this metric.</p>'
     values = [
@@ -100,8 +106,41 @@ def history_svg(metric: str, points: Sequence[HistoryPoint]) -> str:
             f'cy="{num(y(p.relative_effect * 100))}" r="4" fill="{colour}">'
             f"<title>{esc(title)}</title></circle></a>"
         )
+    body += _change_marks(changes, len(points), step, x0, y)
     body += _x_labels([p.experiment_id for p in points], step, x0)
     return frame(_W, _H, f"{metric}: relative effect per experiment", body)
+
+
+def _change_marks(
+    changes: Sequence[HistoryChange], n: int, step: float, x0: float, y: Callable[[float], float]
+) -> list[str]:
+    if not changes:
+        return []
+    body = []
+    starts = [0, *(c.index for c in changes)]
+    ends = [*(c.index for c in changes), n]
+    levels = [changes[0].before, *(c.after for c in changes)]
+    for start, end, level in zip(starts, ends, levels, strict=True):
+        at = y(level * 100)
+        body.append(
+            f'<line class="level" x1="{num(x0 + (start - 0.5) * step)}" '
+            f'x2="{num(x0 + (end - 0.5) * step)}" y1="{num(at)}" y2="{num(at)}" '
+            f'stroke="{CHANGE_COLOUR}" stroke-width="1.5" opacity="0.8"/>'
+        )
+    for c in changes:
+        x = x0 + (c.index - 0.5) * step
+        title = (
+            f"change point between experiment {c.last_before.experiment_id} and "
+            f"{c.first_after.experiment_id}: {c.size * 100:+.2f} points "
+            f"({c.before * 100:+.2f}% to {c.after * 100:+.2f}%), p {c.p_value:.3g}"
+        )
+        body += [
+            f'<line class="change" x1="{num(x)}" x2="{num(x)}" y1="{_TOP}" '
+            f'y2="{_H - _BOTTOM}" stroke="{CHANGE_COLOUR}" stroke-width="2" '
+            f'stroke-dasharray="5 3"><title>{esc(title)}</title></line>',
+            text_at(x + 3, _TOP + 10, f"{c.size * 100:+.1f} pts", anchor="start"),
+        ]
+    return body
 
 
 def fpr_svg(metric: str, points: Sequence[FprPoint], alpha: float) -> str:

@@ -1,4 +1,5 @@
-"""The pages over many experiments: a service's metric history (/services/NAME) and the
+"""The pages over many experiments: a service's metric history with its change points
+(/services/NAME) and the
 A/A health of every service and metric (/aa): the false-positive rate over a rolling
 window of A/A runs against its binomial band, and the model the newest A/B used."""
 
@@ -11,6 +12,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.responses import Response
 
 from hairline.web.auth import Principal
+from hairline.web.changes import history_changes
 from hairline.web.deps import principal, store_of
 from hairline.web.health import FprPoint, fpr_over_time
 from hairline.web.pagedata import ChosenModel, aa_runs, chosen_models, metric_history, service_names
@@ -38,10 +40,12 @@ def service(request: Request, who: Who, name: str) -> Response:
     if name not in service_names(store, teams_of(who)):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no service {name!r}")
     history = metric_history(store, name, teams_of(who))
+    changes = history_changes(history)
     charts = [
-        (metric, Markup(history_svg(metric, points)), points[-1])
+        (metric, Markup(history_svg(metric, points, changes[metric])), points[-1],
+         changes[metric])
         for metric, points in history.items()
-    ]
+    ]  # fmt: skip
     return page(request, "service.html", who, service=name, charts=charts)
 
 
