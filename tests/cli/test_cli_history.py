@@ -72,7 +72,7 @@ def test_history_marks_the_commit_range_size_and_p_value(lab: list[str]) -> None
 def test_history_json_to_stdout_has_every_metric_and_each_change(lab: list[str]) -> None:
     done = CliRunner().invoke(main, ["history", "api", "--json", "-", *lab])
     assert done.exit_code == 0, done.output
-    payload = json.loads(done.output)
+    payload = json.loads(done.stdout)
     assert payload["schema"] == 1 and payload["service"] == "api"
     assert payload["settings"] == {"alpha": 0.005, "permutations": 399, "seed": 0, "limit": 100}
     by_metric = {m["metric"]: m for m in payload["metrics"]}
@@ -94,7 +94,7 @@ def test_history_json_to_a_file_and_the_same_answer_twice(lab: list[str], tmp_pa
     first = CliRunner().invoke(main, ["history", "api", "--json", str(out), *lab])
     assert first.exit_code == 0 and f"wrote {out}" in first.output
     again = CliRunner().invoke(main, ["history", "api", "--json", "-", *lab])
-    assert json.loads(out.read_text()) == json.loads(again.output)
+    assert json.loads(out.read_text()) == json.loads(again.stdout)
 
 
 def test_an_unknown_service_or_metric_exits_2_with_a_hint(lab: list[str]) -> None:

@@ -4,7 +4,6 @@ the experiments and commits on either side of it, its size and its p-value."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,9 @@ import click
 from rich.table import Table
 
 from hairline.cli._base import console, main
-from hairline.cli._options import esc, store_options
+from hairline.cli._options import esc, store_options, write_json_output
 from hairline.errors import HairlineError
-from hairline.kit.jsonout import to_jsonable, write_json
+from hairline.kit.jsonout import to_jsonable
 from hairline.stats.changepoints import DEFAULT_ALPHA, DEFAULT_PERMUTATIONS
 from hairline.store.db import open_store
 from hairline.web.changes import HistoryChange, metric_changes
@@ -162,9 +161,6 @@ def history(
     }
     settings = {"alpha": alpha, "permutations": permutations, "seed": seed, "limit": limit}
     payload = history_json(service, chosen, changes, settings)
-    if json_path is not None and str(json_path) == "-":
-        click.echo(json.dumps(payload, indent=2))
-        return
     for metric, points in chosen.items():
         found = changes[metric]
         title = (
@@ -185,5 +181,4 @@ def history(
             )  # fmt: skip
         out.print(table)
     if json_path is not None:
-        write_json(json_path, payload)
-        out.print(f"wrote {json_path}")
+        write_json_output(out, json_path, payload)
