@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 # The build backend (maturin) and the tests find the venv's tools without activation.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-ENGINE_SOURCES := $(shell find engine/src -name '*.rs') engine/Cargo.toml Cargo.toml
+ENGINE_SOURCES := $(shell find engine/src -name '*.rs') engine/Cargo.toml Cargo.toml .cargo/config.toml
 # System packages the tests and benchmarks talk to for real (installed when missing, as root).
 SYSDEPS := nginx wrk postgresql haproxy chromium nftables bubblewrap linux-perf
 

@@ -13,8 +13,10 @@
 2. **A/A.** `hairline aa` of the same file: every function flagged is a false discovery.
 3. **Overhead.** The sample service alone on CPU 1 at 2,000 requests/s (the engine on CPU
    0), its CPU per request read from /proc over 5 s windows, perf sampling its CPU
-   (`-a -C 1`) in every other window, 10 pairs, the order alternated: at the default 999
-   Hz with DWARF stacks, and at 4,999 Hz with and without them.
+   (`-a -C 1`) in every other window, 10 pairs, the order alternated, CPU time from the
+   threads' schedstat (nanoseconds): at 999 and 4,999 Hz with DWARF stacks, with frame
+   pointers (the engine is built with them: .cargo/config.toml) and without stacks
+   (`--variants`).
 
 Writes bench/out/profiling.json. Run it with nothing else on the machine.
 """
@@ -46,6 +48,8 @@ CALLER = STAGES + "render_json"
 
 
 def engine() -> str:
+    if os.environ.get("HAIRLINE_ENGINE"):
+        return os.environ["HAIRLINE_ENGINE"]
     found = shutil.which("hairline-engine", path=str(Path(sys.executable).parent))
     if found is None:
         raise SystemExit("hairline-engine is not beside this Python: run `make build` first")
@@ -84,14 +88,26 @@ def one(command: str, home: Path) -> dict[str, Any]:
 
 
 def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The process's CPU time to the nanosecond: the sum of its threads' schedstat run
+    times (/proc/PID/stat's utime and stime move in 10 ms ticks, which made each 5 s
+    window's reading uncertain by a few percent)."""
+    total_ns = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total_ns += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that just ended
+            continue
+    return total_ns / 1e9
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# perf's stack options per call_graph setting (none: the sampled function alone).
+STACKS = {"dwarf": ["--call-graph", "dwarf,8192"], "fp": ["--call-graph", "fp"]}
 
 
 def overhead(pairs: int, frequency_hz: int, window_s: float, call_graph: str) -> dict[str, Any]:
@@ -114,7 +130,7 @@ def overhead(pairs: int, frequency_hz: int, window_s: float, call_graph: str) ->
                         perf = subprocess.Popen(
                             ["taskset", "-c", "1", "perf", "record", "-e", "cpu-clock", "-F",
                              str(frequency_hz), "-a", "-C", "1", "-q",
-                             *(["--call-graph", "dwarf,8192"] if call_graph == "dwarf" else []),
+                             *STACKS.get(call_graph, []),
                              "-o", f"{tmp}/p.data"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                         )  # fmt: skip
@@ -157,13 +173,18 @@ def main() -> int:
     parser.add_argument("--aa", type=int, default=10)
     parser.add_argument("--overhead-pairs", type=int, default=10)
     parser.add_argument("--overhead-only", action="store_true")
+    parser.add_argument(
+        "--variants",
+        default="999:dwarf,4999:dwarf,999:fp,4999:fp,4999:none",
+        help="the perf settings whose overhead is measured, FREQUENCY_HZ:CALL_GRAPH,...",
+    )
     args = parser.parse_args()
     if shutil.which("perf") is None:
         raise SystemExit("perf is not installed (make sysdeps installs linux-perf)")
     results: dict[str, Any] = {"file": str(FILE.relative_to(ROOT)), "started": time.time()}
     results["overhead"] = [
         overhead(args.overhead_pairs, hz, 5.0, graph)
-        for hz, graph in ((999, "dwarf"), (4999, "dwarf"), (4999, "none"))
+        for hz, graph in ((int(v.split(":")[0]), v.split(":")[1]) for v in args.variants.split(","))
     ]
     for o in results["overhead"]:
         print(o["frequency_hz"], o["call_graph"], f"{o['overhead']:+.2%}",
