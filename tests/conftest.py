@@ -349,6 +349,9 @@ RAY_WORKERS = {
     "w4": RayWorker("127.0.0.4", "0", "1"),
     # ... and a host of another class, for hardware mode.
     "w5": RayWorker("127.0.0.5", "1", "0", server_type="test-vm-b"),
+    # A fourth host of the class: with w2, w3 and w4, two host pairs side by side
+    # (tests/lab/test_ray_hostpairs.py, which stops it again).
+    "w6": RayWorker("127.0.0.6", "1", "0"),
 }
 
 

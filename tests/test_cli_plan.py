@@ -105,3 +105,29 @@ def _plan(out: Path) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(out.read_text())
     check_schema("plan", document)
     return document
+
+
+def test_plan_on_host_pairs_gives_each_designs_trials_as_rounds_and_minutes(
+    tmp_path: Path,
+) -> None:
+    """False failure: none: the plans come from seeded simulations, the same on every run."""
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(
+        main,
+        ["plan", "--endpoint", "1", "--threshold", "0.05", "--host-pairs", "1,4,2",
+         "--trial-s", "30", "--json", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "The same trials on host pairs side by side" in result.output
+    for plan in _plan(out)["by_design"]:
+        trials = plan["trials"]
+        assert [(p["host_pairs"], p["rounds"]) for p in plan["on_pairs"]] == [
+            (1, trials), (2, -(-trials // 2)), (4, -(-trials // 4))
+        ]  # fmt: skip
+        assert [p["minutes"] for p in plan["on_pairs"]] == [
+            p["rounds"] * 0.5 for p in plan["on_pairs"]
+        ]
+    bad = CliRunner().invoke(
+        main, ["plan", "--endpoint", "1", "--threshold", "0.05", "--host-pairs", "0,2"]
+    )
+    assert bad.exit_code == 2 and "--host-pairs '0,2'" in bad.output

@@ -42,7 +42,25 @@ def test_the_noise_is_the_spread_of_the_trials_effects_and_the_mde_shrinks_with_
         "trials": 2,
         "minutes": pytest.approx(0.2),
         "mde_rel": mde[2],
+        "on_pairs": [{"host_pairs": 1, "rounds": 2, "minutes": pytest.approx(0.2)}],
     }
+
+
+def test_on_host_pairs_the_same_trials_take_ceil_of_trials_over_pairs_trial_times() -> None:
+    effects = [0.01, -0.01, 0.005, -0.005, 0.0, 0.002]
+    report = sensitivity_from_aa(
+        aa_observations(effects), trial_s=30.0, trials_grid=(3, 8), host_pairs=(1, 2, 4)
+    )
+    assert [report.minutes(8, p) for p in (1, 2, 4)] == [4.0, 2.0, 1.0]
+    assert report.minutes(3, 2) == 1.0  # two rounds: one pair runs a second trial
+    entry = report.to_json()["metrics"][0]["mde_rel"][1]
+    assert entry["on_pairs"] == [
+        {"host_pairs": 1, "rounds": 8, "minutes": 4.0},
+        {"host_pairs": 2, "rounds": 4, "minutes": 2.0},
+        {"host_pairs": 4, "rounds": 2, "minutes": 1.0},
+    ]
+    # The MDE is that of the trials, whatever the pairs.
+    assert entry["mde_rel"] == dict(report.metrics[0].mde_by_trials)[8]
 
 
 def test_a_metric_that_never_moves_or_has_too_few_trials_is_skipped_with_a_reason() -> None:

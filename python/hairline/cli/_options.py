@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from hairline.config.sections import MAX_HOST_PAIRS
 from hairline.errors import ConfigError
 from hairline.hosts.agent import ray_environment
 from hairline.kit.jsonout import to_jsonable, write_json
@@ -29,6 +30,7 @@ __all__ = [
     "junit_option",
     "otlp_options",
     "otlp_target",
+    "parse_host_pairs",
     "progress_option",
     "report_options",
     "store_options",
@@ -216,3 +218,20 @@ def write_json_output(out: Console, path: Path, payload: Any) -> None:
     else:
         write_json(path, payload)
         out.print(f"wrote {path}")
+
+
+def parse_host_pairs(text: str | None) -> tuple[int, ...]:
+    """``--host-pairs 1,2,4``: numbers of host pairs, each 1 to 64; () when not given."""
+    if not text:
+        return ()
+    try:
+        pairs = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        pairs = ()
+    if not pairs or any(not 1 <= p <= MAX_HOST_PAIRS for p in pairs):
+        raise ConfigError(
+            f"--host-pairs {text!r}: give numbers of host pairs from 1 to {MAX_HOST_PAIRS}, "
+            "separated by commas",
+            hint="e.g. --host-pairs 1,2,4",
+        )
+    return tuple(sorted(set(pairs)))

@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from hairline.cli._base import EXIT_OK, EXIT_REGRESSION, console, main
-from hairline.cli._options import write_json_output
+from hairline.cli._options import parse_host_pairs, write_json_output
 from hairline.config import MetricPolicy, parse_directions, parse_threshold, parse_thresholds
 from hairline.errors import ConfigError
 from hairline.lab.analysis import AnalysisOptions
 from hairline.lab.analysis import analyze as run_analysis
 from hairline.lab.plan import (
     default_effect,
+    on_host_pairs,
     parse_components,
     plan_from_aa,
     plan_from_components,
@@ -66,6 +67,12 @@ from hairline.store.observations import read_observations
 @click.option("--request-s", type=float, default=0.05, show_default=True)
 @click.option("--repetition-s", type=float, default=0.05, show_default=True)
 @click.option("--max-hosts", type=click.IntRange(2), default=64, show_default=True)
+@click.option("--host-pairs", "host_pairs_text", metavar="1,2,4",
+              help="Also say how long the trials take on these numbers of host pairs side "
+              "by side ([design] host_pairs, the ray backend): ceil(trials / pairs) "
+              "rounds.")  # fmt: skip
+@click.option("--trial-s", type=click.FloatRange(0, min_open=True),
+              help="One trial's wall time, for --host-pairs' minutes.")  # fmt: skip
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the result as JSON ('-' for stdout).")  # fmt: skip
 def plan(
@@ -84,6 +91,8 @@ def plan(
     request_s: float,
     repetition_s: float,
     max_hosts: int,
+    host_pairs_text: str | None,
+    trial_s: float | None,
     json_path: Path | None,
 ) -> None:
     """Trials (and hosts, requests) at which the verdict catches a regression, per design.
@@ -135,6 +144,7 @@ def plan(
             ),
             effect=effect,
         )
+    report = on_host_pairs(report, parse_host_pairs(host_pairs_text), trial_s)
     out = console(json_path)
     print_plan(report, out)
     out.print(

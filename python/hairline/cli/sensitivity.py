@@ -3,7 +3,8 @@
 Runs the file as an A/A experiment of ``--trials`` fixed trials (the baseline on every arm,
 kept as the service's A/A history like any ``hairline aa``), or reads a finished one
 (``--from-experiment``), and prints, per metric, the per-trial noise and the minimum
-detectable effect at 80% power against trials and minutes (lab/sensitivity.py).
+detectable effect at 80% power against trials and minutes, and with ``--host-pairs`` the
+minutes on host pairs side by side (lab/sensitivity.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rich.markup import escape as esc
 from rich.table import Table
 
 from hairline.cli._base import EXIT_OK, console, main
-from hairline.cli._options import chosen_backend, store_options
+from hairline.cli._options import chosen_backend, parse_host_pairs, store_options
 from hairline.cli.run import execute
 from hairline.errors import ConfigError
 from hairline.kit.jsonout import to_jsonable, write_json
@@ -52,6 +53,21 @@ def _table(report: SensitivityReport) -> Table:
     return table
 
 
+def _pairs_table(report: SensitivityReport) -> Table:
+    """Minutes for each number of trials on each number of host pairs side by side."""
+    grid = [n for n, _ in report.metrics[0].mde_by_trials] if report.metrics else []
+    table = Table(
+        title="Minutes for those trials on host pairs side by side (the ray backend's "
+        "[design] host_pairs; one trial per pair at a time: ceil(trials / pairs) trial times)"
+    )
+    table.add_column("host pairs")
+    for n in grid:
+        table.add_column(f"{n} trials", justify="right")
+    for pairs in report.host_pairs:
+        table.add_row(str(pairs), *(f"{report.minutes(n, pairs):.1f}" for n in grid))
+    return table
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @store_options
@@ -69,6 +85,9 @@ def _table(report: SensitivityReport) -> Table:
 @click.option("--power", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.8,
               show_default=True)  # fmt: skip
 @click.option("--cpus-per-host", type=click.IntRange(1), help="CPUs per local host.")
+@click.option("--host-pairs", "host_pairs_text", metavar="1,2,4",
+              help="Also give the minutes on these numbers of host pairs side by side "
+              "(default: 1, and the file's [design] host_pairs when more).")  # fmt: skip
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the table as JSON ('-' for stdout).")  # fmt: skip
 def sensitivity(
@@ -80,6 +99,7 @@ def sensitivity(
     metrics: tuple[str, ...],
     power: float,
     cpus_per_host: int | None,
+    host_pairs_text: str | None,
     json_path: Path | None,
 ) -> None:
     """How small a change FILE's experiment can see: its service's noise per trial,
@@ -112,10 +132,14 @@ def sensitivity(
             f"{', '.join(unknown)}: not measured by A/A experiment {experiment_id}",
             hint=f"--metric takes one of {', '.join(observations.metrics)}",
         )
+    pairs = parse_host_pairs(host_pairs_text) or tuple(sorted({1, config.design.most_host_pairs}))
     report = sensitivity_from_aa(
-        observations, trial_s=trial_s, alpha=config.analysis.alpha, power=power, metrics=wanted
-    )
+        observations, trial_s=trial_s, alpha=config.analysis.alpha, power=power,
+        metrics=wanted, host_pairs=pairs,
+    )  # fmt: skip
     out.print(_table(report))
+    if report.host_pairs != (1,):
+        out.print(_pairs_table(report))
     for split in report.by_host:
         (first, second) = split.hosts
         out.print(
@@ -129,8 +153,9 @@ def sensitivity(
         out.print(f"[yellow]{esc(metric)}[/]: no sensitivity: {esc(why)}")
     out.print(
         "[dim]Each trial's A/A effect is one draw of the noise an A/B on this file carries; "
-        "more trials shrink the detectable change as 1/sqrt(trials). Host pairs side by side "
-        "(the Ray backend) are not offered yet.[/]"
+        "more trials shrink the detectable change as 1/sqrt(trials). On host pairs side by "
+        "side (the ray backend, [design] host_pairs) the same trials take ceil(trials / "
+        "pairs) trial times, with the same MDE: each trial's arms share one pair.[/]"
     )
     if json_path is not None:
         payload: SensitivityJson = {"experiment_id": experiment_id, **report.to_json()}

@@ -87,6 +87,11 @@ def check_experiment(config: ExperimentConfig, path: Path, exp: Report) -> None:
     _check_hardware_mode(config, exp)
     _check_capacity_mode(config, exp)
     _check_pins(config, exp)
+    if config.design.host_pairs != 1 and (config.hosts.pin or config.mode_name == "hardware"):
+        exp(("design", "host_pairs"),
+            "several host pairs with named hosts or hardware mode: those choose each "
+            "arm's hosts themselves", "drop host_pairs (one pair), or drop pin and hardware "
+            "mode")  # fmt: skip
     if not (here / config.trace).is_file():
         exp(("trace",), f"{config.trace!r}: no such file", "give the path relative to this file")
     if len(config.arms) < 2:

@@ -101,6 +101,10 @@ class LoadConfig(TomlModel):
     with exponential gaps, which queues as real users do)."""
 
 
+# More pairs than this is more hosts than one processor's threads and drivers should hold.
+MAX_HOST_PAIRS = 64
+
+
 class DesignConfig(TomlModel):
     """``[design]``. ``trials = "auto"`` runs trials until the verdict of every metric in
     ``decide_on`` is settled at its threshold, or ``max_trials`` (docs/stats.md,
@@ -122,6 +126,27 @@ class DesignConfig(TomlModel):
     """"efficiency": the arms are builds, compared on alike hosts (swapped between batches).
     "hardware": one build; the arms are host classes (``[arms.X] hosts``), each arm stays
     on its host and the verdict compares the hardware (ServiceLab section 2)."""
+
+    host_pairs: int | Literal["auto"] = Field(default=1)
+    """Host pairs (one host per arm each) whose trials run side by side, 1 to 64, or
+    "auto": as many as the inventory has free and the team's quota allows, at most one per
+    trial. More than 1 only on the ray backend; the analysis clusters by host pair."""
+
+    @field_validator("host_pairs", mode="before")
+    @classmethod
+    def _host_pairs_in_range(cls, value: object) -> object:
+        if value == "auto" or (type(value) is int and 1 <= value <= MAX_HOST_PAIRS):
+            return value
+        raise ValueError(
+            f'{value!r}: host_pairs is a whole number from 1 to {MAX_HOST_PAIRS}, or "auto"'
+        )
+
+    @property
+    def most_host_pairs(self) -> int:
+        """The most host pairs this experiment may use: the file's number, or under
+        "auto" one per planned trial (a pair with no trial to run would idle)."""
+        wanted = MAX_HOST_PAIRS if self.host_pairs == "auto" else int(self.host_pairs)
+        return max(1, min(wanted, self.planned_trials))
 
     @field_validator("trials", mode="before")
     @classmethod

@@ -42,10 +42,18 @@ from hairline.stats import (
     select_model,
     verdicts,
 )
+from hairline.stats.bootstrap import bootstrap_compare
 from hairline.stats.sequential import look_alpha, validate_design
 from hairline.store.observations import Observations
 
-__all__ = ["Analysis", "AnalysisOptions", "MetricAnalysis", "analyze", "history_runs"]
+__all__ = [
+    "Analysis",
+    "AnalysisOptions",
+    "MetricAnalysis",
+    "analyze",
+    "history_runs",
+    "host_pair_trials",
+]
 
 Correction = Literal["none", "holm", "bh"]
 
@@ -79,6 +87,9 @@ class MetricAnalysis:
     model_reason: str
     warmup_rows_cut: int
     verdict: Verdict
+    # Trials on several host pairs: the same comparison with the host pair as the cluster
+    # (Perflab's bootstrap, one weight per pair for both arms' rows). None on one pair.
+    by_host_pair: Comparison | None = None
 
     @property
     def comparison(self) -> Comparison:
@@ -99,6 +110,8 @@ class Analysis:
     correction: Correction
     results: tuple[MetricAnalysis, ...]
     deciding: tuple[str, ...] = ()
+    # Trials on each host pair, by pair (lab/hostpairs.py); () when they ran on one pair.
+    host_pair_trials: tuple[int, ...] = ()
 
     def decides(self, candidate: str) -> bool:
         """Whether ``candidate``'s verdicts decide the outcome."""
@@ -257,6 +270,11 @@ def analyze(
     root = baseline or observations.baseline
     against = _comparisons(observations, root, baselines or {})
     rng = np.random.default_rng(options.seed)
+    # Its own stream, so that the verdicts of one pair's trials draw what they always did.
+    pair_rng = np.random.default_rng([options.seed, 1])
+    pair_trials = host_pair_trials(observations)
+    pair_samples = _pair_samples(observations, against) if len(pair_trials) > 1 else {}
+    clustered: dict[tuple[str, str], Comparison] = {}
     results: list[MetricAnalysis] = []
     by_candidate: dict[str, dict[str, Comparison]] = {}
     chosen: dict[tuple[str, str], tuple[str, str, int]] = {}
@@ -285,6 +303,11 @@ def analyze(
             ) from None
         by_candidate.setdefault(candidate, {})[metric] = comparison
         chosen[(candidate, metric)] = (model, reason, cut_rows)
+        by_pair = pair_samples.get((metric, candidate))
+        if by_pair is not None:
+            clustered[(candidate, metric)] = _by_host_pair(
+                by_pair, alpha, pair_rng, cut=bool(cut_rows)
+            )
 
     for candidate, comparisons in by_candidate.items():
         rules = {m: _rule(options.policies.get(m, options.default_policy)) for m in comparisons}
@@ -299,6 +322,7 @@ def analyze(
                     model_reason=reason,
                     warmup_rows_cut=cut_rows,
                     verdict=verdict,
+                    by_host_pair=clustered.get((candidate, metric)),
                 )
             )
     return Analysis(
@@ -308,7 +332,54 @@ def analyze(
         correction=options.correction,
         results=tuple(results),
         deciding=_deciding(against),
+        host_pair_trials=pair_trials if len(pair_trials) > 1 else (),
     )
+
+
+def host_pair_trials(observations: Observations) -> tuple[int, ...]:
+    """How many trials ran on each host pair, by pair: the rows' hosts are positions in
+    the experiment's allocation, one host per arm and pair (lab/hostpairs.py)."""
+    table = observations.table
+    if "host" not in table.column_names or "trial" not in table.column_names:
+        return ()
+    host = table.column("host").to_numpy(zero_copy_only=False)
+    trial = table.column("trial").to_numpy(zero_copy_only=False)
+    pair = np.asarray(host, dtype=np.int64) // max(1, len(observations.arms))
+    per_pair = np.zeros(int(pair.max()) + 1 if len(pair) else 0, dtype=np.int64)
+    for p in np.unique(pair):
+        per_pair[p] = len(np.unique(trial[pair == p]))
+    return tuple(int(n) for n in per_pair)
+
+
+def _pair_samples(
+    observations: Observations, against: Mapping[str, str]
+) -> dict[tuple[str, str], MetricSample]:
+    """Each (metric, candidate) sample with the host pair in place of the host: the rows'
+    hosts are positions in the allocation, ``pair * arms + i``."""
+    table = observations.table
+    pair = pc.divide(pc.cast(table.column("host"), pa.int64()), len(observations.arms))
+    by_pair = dataclasses.replace(
+        observations, table=table.set_column(table.schema.get_field_index("host"), "host", pair)
+    )
+    return {
+        (metric, candidate): sample
+        for base, part in _groups(by_pair, against)
+        for metric, candidate, sample in part.samples(baseline=base)
+    }
+
+
+def _by_host_pair(
+    sample: MetricSample, alpha: float, rng: np.random.Generator, *, cut: bool
+) -> Comparison:
+    """``sample`` (its host the host pair) compared with the host pair as the cluster: the
+    existing clustered bootstrap (stats/bootstrap.py, cluster "host"), in which both arms'
+    rows on one pair share one weight, so that trials on one pair count as one cluster of
+    whatever that pair does to the difference. Warm-up cut as the verdict's sample was."""
+    if cut:
+        sample = cut_warmup(sample).sample
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        return bootstrap_compare(sample, cluster="host", alpha=alpha, rng=rng)
 
 
 def _level(options: AnalysisOptions, model: str, *, fallback: bool) -> float:

@@ -1,4 +1,5 @@
-"""How many trials (and hosts, requests) an experiment needs: ``hairline plan``.
+"""How many trials (and hosts, requests) an experiment needs: ``hairline plan``; with
+``--host-pairs``, how many rounds (and minutes) those trials take on host pairs side by side.
 
 Two sources of the per-trial spread: variance components (Perflab Table 1, or the user's
 own) through each design's standard error, or A/A observations through the spread of their
@@ -12,13 +13,16 @@ the time, whatever the trials (the verdict needs the estimate to reach the thres
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hairline.config import Threshold
 from hairline.errors import ConfigError, DataError
 from hairline.kit.jsonout import documented
 from hairline.stats.designs import DESIGNS, Design, VarianceComponents
+from hairline.stats.pairtime import PairsTime, trials_on_pairs
 from hairline.stats.planning import (
     CostModel,
     DesignPlan,
@@ -36,6 +40,7 @@ __all__ = [
     "MetricPlan",
     "PlanReport",
     "default_effect",
+    "on_host_pairs",
     "parse_components",
     "plan_from_aa",
     "plan_from_components",
@@ -56,6 +61,8 @@ class DesignTrials(VerdictPlan):
     """The plan of one design: its per-trial spread and the trials its verdict needs."""
 
     design: Design | None = None
+    on_pairs: tuple[PairsTime, ...] = ()
+    """With ``--host-pairs``: those trials' rounds (and minutes) on each number of pairs."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,8 @@ class MetricPlan:
     aa_trials: int
     trials: VerdictPlan
     curve: HalfWidthCurve
+    on_pairs: tuple[PairsTime, ...] = ()
+    """With ``--host-pairs``: those trials' rounds (and minutes) on each number of pairs."""
 
 
 @documented
@@ -86,6 +95,27 @@ class PlanReport:
     threshold: str = ""
     effect: str = ""
     """The regression planned for (default: twice the threshold)."""
+
+
+def on_host_pairs(
+    report: PlanReport, host_pairs: Sequence[int], trial_s: float | None = None
+) -> PlanReport:
+    """``report`` with each design's and metric's trials spread over ``host_pairs`` pairs
+    side by side: ceil(trials / pairs) rounds, times ``trial_s`` when given (the verdict's
+    trials, hence its MDE, stay the same; stats/pairtime.py)."""
+    if not host_pairs:
+        return report
+    return dataclasses.replace(
+        report,
+        by_design=tuple(
+            dataclasses.replace(d, on_pairs=trials_on_pairs(d.trials, host_pairs, trial_s))
+            for d in report.by_design
+        ),
+        metrics=tuple(
+            dataclasses.replace(m, on_pairs=trials_on_pairs(m.trials.trials, host_pairs, trial_s))
+            for m in report.metrics
+        ),
+    )
 
 
 def default_effect(threshold: Threshold) -> Threshold:

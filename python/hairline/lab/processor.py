@@ -30,14 +30,15 @@ from hairline.arms.remote import HostLost
 from hairline.config import ArmConfig
 from hairline.errors import HairlineError
 from hairline.hosts.inventory import (
+    Allocation,
     Waiting,
-    allocate,
     ensure_local_hosts,
     requirements_for,
 )
 from hairline.hosts.registry import mark_unhealthy
 from hairline.lab.build import BuildResult, BuildSandbox, BuildSpec, Source, build
 from hairline.lab.context import Context, Event, ProcessorOptions
+from hairline.lab.hostpairs import allocate_pairs, split_pairs
 from hairline.lab.queue import (
     Cancelled,
     LeaseKeeper,
@@ -173,8 +174,11 @@ def _advance(ctx: Context) -> Outcome:
     while phase in ("allocating", "running"):
         if ctx.options.backend == "local":
             ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host)
-        got = allocate(
-            ctx.store, ctx.id, ctx.row.team, len(ctx.arm_names),
+        # Several host pairs side by side on test machines; this machine's CPU sets
+        # make one pair (two would share its CPUs and the engine's).
+        most_pairs = ctx.config.design.most_host_pairs if ctx.options.backend != "local" else 1
+        got = allocate_pairs(
+            ctx.store, ctx.id, ctx.row.team, len(ctx.arm_names), most_pairs,
             lease_s=ctx.options.lease_s, clock=ctx.options.clock, backend=ctx.options.backend,
             requirements=requirements_for(ctx.config, ctx.arm_names, store=ctx.store,
                                           backend=ctx.options.backend),
@@ -186,7 +190,7 @@ def _advance(ctx: Context) -> Outcome:
         allocation = got
         if phase == "allocating":
             ctx.move(phase="running", progress="running")
-            ctx.emit("phase", f"running on {', '.join(allocation.names)}")
+            ctx.emit("phase", f"running on {_pairs_text(allocation, len(ctx.arm_names))}")
             phase = "running"
         try:
             run_trials_of(ctx, allocation)
@@ -210,6 +214,14 @@ def _advance(ctx: Context) -> Outcome:
         ctx.emit("done", "done")
         return "done"
     return phase
+
+
+def _pairs_text(allocation: Allocation, arms: int) -> str:
+    """``h1, h2``, or with several host pairs ``2 host pairs: h1+h2, h3+h4``."""
+    lanes = split_pairs(allocation, arms)
+    if len(lanes) == 1:
+        return ", ".join(allocation.names)
+    return f"{len(lanes)} host pairs: " + ", ".join("+".join(x.allocation.names) for x in lanes)
 
 
 # -- build ------------------------------------------------------------------------------

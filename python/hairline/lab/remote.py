@@ -147,12 +147,13 @@ class RemoteDriver:
     by a job that ends badly. Every method raises as the local runner would, and
     :class:`HostLost` or :class:`HeadUnreachable`."""
 
-    def __init__(self, run: RemoteRun, workdir: Path) -> None:
+    def __init__(self, run: RemoteRun, workdir: Path, *, name: str = "driver") -> None:
         self._run = run
         self._workdir = workdir
         self._proc: subprocess.Popen[bytes] | None = None
         self._read_fd = -1
-        self._log_path = workdir / "driver.log"
+        # Drivers of one experiment's host pairs share its workdir: each its own log.
+        self._log_path = workdir / f"{name}.log"
         self._connected = False
         self._pending = b""
 

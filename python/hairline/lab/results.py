@@ -241,15 +241,8 @@ def load_analysis(artifacts: Path) -> Analysis | None:
     data = payload["analysis"]
     results = []
     for r in data["results"]:
-        v, c = r["verdict"], r["verdict"]["comparison"]
-        comparison = Comparison(
-            model=c["model"], mean_a=_f(c["mean_a"]), mean_b=_f(c["mean_b"]),
-            effect_abs=_f(c["effect_abs"]), effect_rel=_f(c["effect_rel"]),
-            ci_abs=_pair(c["ci_abs"]), ci_rel=_pair(c["ci_rel"]), p_value=_f(c["p_value"]),
-            alpha=_f(c["alpha"]), n_a=int(c["n_a"]), n_b=int(c["n_b"]),
-            warnings=tuple(c["warnings"]),
-            details={k: _f(x) for k, x in (c.get("details") or {}).items()},
-        )  # fmt: skip
+        v = r["verdict"]
+        comparison = _comparison(v["comparison"])
         verdict = Verdict(
             metric=v["metric"], comparison=comparison, rule=MetricRule(**v["rule"]),
             p_adjusted=_f(v["p_adjusted"]), label=v["label"], reason=v["reason"],
@@ -265,6 +258,7 @@ def load_analysis(artifacts: Path) -> Analysis | None:
                 model_reason=r["model_reason"],
                 warmup_rows_cut=int(r["warmup_rows_cut"]),
                 verdict=verdict,
+                by_host_pair=_comparison(r["by_host_pair"]) if r.get("by_host_pair") else None,
             )
         )
     return Analysis(
@@ -274,7 +268,19 @@ def load_analysis(artifacts: Path) -> Analysis | None:
         correction=data["correction"],
         results=tuple(results),
         deciding=tuple(data.get("deciding") or ()),
+        host_pair_trials=tuple(int(n) for n in data.get("host_pair_trials") or ()),
     )
+
+
+def _comparison(c: dict[str, Any]) -> Comparison:
+    return Comparison(
+        model=c["model"], mean_a=_f(c["mean_a"]), mean_b=_f(c["mean_b"]),
+        effect_abs=_f(c["effect_abs"]), effect_rel=_f(c["effect_rel"]),
+        ci_abs=_pair(c["ci_abs"]), ci_rel=_pair(c["ci_rel"]), p_value=_f(c["p_value"]),
+        alpha=_f(c["alpha"]), n_a=int(c["n_a"]), n_b=int(c["n_b"]),
+        warnings=tuple(c["warnings"]),
+        details={k: _f(x) for k, x in (c.get("details") or {}).items()},
+    )  # fmt: skip
 
 
 def aa_records(store: Store, ids: Sequence[int], alpha: float) -> dict[str, AaRecord]:

@@ -24,6 +24,7 @@ from typing_extensions import TypedDict
 from hairline.errors import DataError
 from hairline.kit.jsonout import documented
 from hairline.lab.results import experiment_observations
+from hairline.stats.pairtime import trials_on_pairs
 from hairline.stats.planning import detectable_effect, trial_effects
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Trial
@@ -34,6 +35,7 @@ __all__ = [
     "HostNoise",
     "MetricSensitivity",
     "NoiseByHost",
+    "PairsJson",
     "SensitivityJson",
     "SensitivityReport",
     "aa_trials_of",
@@ -64,6 +66,19 @@ class MdeJson(TypedDict):
     """What that many trials take, at the A/A's median trial time."""
     mde_rel: float
     """The smallest true relative change those trials detect with the power asked."""
+    on_pairs: list[PairsJson]
+    """Those trials on host pairs side by side: rounds and minutes per number of pairs
+    (the MDE stays that of the trials)."""
+
+
+@documented
+class PairsJson(TypedDict):
+    """Trials spread over host pairs side by side: one trial per pair at a time."""
+
+    host_pairs: int
+    rounds: int
+    """ceil(trials / host_pairs): trial times one after another."""
+    minutes: float
 
 
 @documented
@@ -135,9 +150,20 @@ class SensitivityReport:
     metrics: tuple[MetricSensitivity, ...]
     skipped: tuple[tuple[str, str], ...]  # (metric, why) of metrics with no usable spread
     by_host: tuple[NoiseByHost, ...] = ()  # where each batch-level metric's noise comes from
+    # Numbers of host pairs to give each number of trials' time on (the ray backend's
+    # [design] host_pairs): ceil(trials / pairs) trial times.
+    host_pairs: tuple[int, ...] = (1,)
 
-    def minutes(self, trials: int) -> float:
-        return trials * self.trial_s / 60.0
+    def minutes(self, trials: int, host_pairs: int = 1) -> float:
+        (on,) = trials_on_pairs(trials, (host_pairs,), self.trial_s)
+        assert on.minutes is not None  # a trial time was given
+        return on.minutes
+
+    def on_pairs(self, trials: int) -> list[PairsJson]:
+        return [
+            {"host_pairs": p.host_pairs, "rounds": p.rounds, "minutes": p.minutes or 0.0}
+            for p in trials_on_pairs(trials, self.host_pairs, self.trial_s)
+        ]
 
     def to_json(self) -> SensitivityJson:
         return {
@@ -151,7 +177,12 @@ class SensitivityReport:
                     "aa_trials": m.aa_trials,
                     "sd_per_trial_rel": m.sd_per_trial,
                     "mde_rel": [
-                        {"trials": n, "minutes": self.minutes(n), "mde_rel": v}
+                        {
+                            "trials": n,
+                            "minutes": self.minutes(n),
+                            "mde_rel": v,
+                            "on_pairs": self.on_pairs(n),
+                        }
                         for n, v in m.mde_by_trials
                     ],
                 }
@@ -170,6 +201,7 @@ def sensitivity_from_aa(
     power: float = 0.8,
     trials_grid: Sequence[int] = DEFAULT_TRIALS_GRID,
     metrics: Sequence[str] | None = None,
+    host_pairs: Sequence[int] = (1,),
 ) -> SensitivityReport:
     """Per metric of an A/A experiment's observations (``metrics``: these only): the
     per-trial spread of its relative effect and the MDE at each number of trials."""
@@ -198,6 +230,7 @@ def sensitivity_from_aa(
         source=observations.source, alpha=alpha, power=power, trial_s=trial_s,
         metrics=tuple(found), skipped=tuple(skipped),
         by_host=tuple(split for split in splits if split is not None),
+        host_pairs=tuple(host_pairs) or (1,),
     )  # fmt: skip
 
 

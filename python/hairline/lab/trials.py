@@ -1,17 +1,18 @@
-"""The running phase: the replay rate (calibrated once), then trial after trial.
+"""The running phase: the replay rate (calibrated once), then the trials.
 
-Each trial runs its batches (:func:`~hairline.lab.runner.run_trial`), is written to one
-Parquet file and only then marked done; a trial whose batches were spoiled in every attempt
-is left out with its reason; under ``trials = "auto"`` a look after each trial stops once
-the verdicts are settled (:func:`~hairline.lab.results.settled_at_look`). Before any of it,
-whatever a dead processor left of this experiment is stopped: its arm cgroups and network
-namespaces by name, its process groups by the runs it recorded.
+Before any trial, whatever a dead processor left of this experiment is stopped: its arm
+cgroups and network namespaces by name, its process groups by the runs it recorded. Then
+the run plan (arms, hosts, load) is made for each host pair of the allocation (one,
+unless ``[design] host_pairs`` asked for more on the ray backend: lab/hostpairs.py), the
+rate calibrated once (on the first pair) or read back, and the pending trials run
+(:mod:`hairline.lab.trialrun`).
 
-With the ``ray`` backend the batches and the calibration run in a driver process
-(:mod:`hairline.lab.remote`) with the arms on the allocated test machines; a host lost
-mid-trial or a head gone puts the trial back to pending and raises
-:class:`~hairline.arms.remote.HostLost` or :class:`~hairline.lab.remote.HeadUnreachable`
-for the processor to act on (replace the host, or wait for a head).
+With the ``ray`` backend the batches and the calibration run in a driver process per
+pair (:mod:`hairline.lab.remote`) with the arms on the allocated test machines; a host
+lost mid-trial or a head gone puts the trial back to pending and raises
+:class:`~hairline.arms.remote.HostLost` (its position in the whole allocation) or
+:class:`~hairline.lab.remote.HeadUnreachable` for the processor to act on (replace the
+host, or wait for a head).
 """
 
 from __future__ import annotations
@@ -23,33 +24,29 @@ import json
 import os
 from pathlib import Path
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from hairline import engine
 from hairline.arms.cgroup import sweep
 from hairline.arms.local import ArmSpec
 from hairline.arms.netns import sweep_namespaces
-from hairline.arms.remote import HostLost
 from hairline.arms.sandbox import ArmSandbox
 from hairline.config import start_command
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import HairlineError
 from hairline.hosts.inventory import Allocation, ensure_local_hosts
-from hairline.kit import interrupts
 from hairline.kit.procs import group_alive, kill_group
 from hairline.lab.calibrate import calibrate
 from hairline.lab.capacity import capacity_settings
 from hairline.lab.capacity_pid import capacity_batch
 from hairline.lab.context import Context
+from hairline.lab.hostpairs import Lane, split_pairs
 from hairline.lab.queue import transition
-from hairline.lab.remote import HeadUnreachable, RemoteDriver, RemoteRun, engine_shares_a_host
-from hairline.lab.results import aa_experiments, settled_at_look
-from hairline.lab.runner import ArmDef, Hooks, RunPlan, TrialLeftOut, run_trial
-from hairline.lab.schedule import Batch
-from hairline.stats.sequential import FIRST_LOOK
+from hairline.lab.remote import RemoteDriver, RemoteRun, engine_shares_a_host
+from hairline.lab.runner import ArmDef, RunPlan
+from hairline.lab.trialrun import run_pending_trials
 from hairline.store.db import Store, pairs
 from hairline.store.models import Arm, Experiment, Run, Trial
-from hairline.store.observations import write_observations
 
 __all__ = ["cgroup_prefix", "run_trials_of"]
 
@@ -280,187 +277,37 @@ def _rate(ctx: Context, plan: RunPlan, remote: RemoteDriver | None) -> RunPlan:
 
 
 def run_trials_of(ctx: Context, allocation: Allocation) -> None:
-    """Run the experiment's pending trials on ``allocation``. With the ray backend, a host
-    lost or the head gone ends this early (the trial back to pending) by raising
-    :class:`HostLost` or :class:`HeadUnreachable`."""
+    """Run the experiment's pending trials on ``allocation``: one host pair, or on the ray
+    backend several side by side (lab/hostpairs.py), one trial per pair at a time. With
+    the ray backend, a host lost or the head gone ends this early (the trial back to
+    pending) by raising :class:`HostLost` or :class:`HeadUnreachable`."""
     _stop_leftovers(ctx)
-    remote_run = _remote(ctx, allocation)
-    plan = _plan(ctx, allocation)
-    if remote_run is None:
-        _run_trials(ctx, allocation, _rate(ctx, plan, None), None)
+    lanes = split_pairs(allocation, len(ctx.arm_names))
+    if len(lanes) == 1:
+        remote_run = _remote(ctx, allocation)
+        plan = _plan(ctx, allocation)
+        if remote_run is None:
+            run_pending_trials(ctx, [(lanes[0], _rate(ctx, plan, None), None)])
+            return
+        with RemoteDriver(remote_run, plan.workdir) as remote:
+            run_pending_trials(ctx, [(lanes[0], _rate(ctx, plan, remote), remote)])
         return
-    with RemoteDriver(remote_run, plan.workdir) as remote:
-        _run_trials(ctx, allocation, _rate(ctx, plan, remote), remote)
-
-
-def _run_trials(
-    ctx: Context, allocation: Allocation, plan: RunPlan, remote: RemoteDriver | None
-) -> None:
-    batches = plan.batches()
-    owner = ctx.options.owner
-    clock = ctx.options.clock
-    total = ctx.config.design.planned_trials
-    with ctx.store.transaction() as session:
-        pending = [
-            t.index
-            for t in session.scalars(
-                select(Trial).where(Trial.experiment_id == ctx.id, Trial.state == "pending")
-            )
-        ]
-    run_ids: dict[tuple[int, int, str], int] = {}
-
-    def started(batch: Batch, arm: str, host: int, pgid: int, port: int) -> None:
-        with ctx.store.transaction() as session:
-            transition(session, owner, ctx.id, clock=clock)
-            run = Run(
-                experiment_id=ctx.id, trial=batch.trial, batch=batch.batch, arm=arm,
-                host_id=allocation.host_ids[host], host_index=host, processor=owner,
-                # A process group of another machine is nothing this one may signal.
-                pgid=pgid if remote is None else None, port=port,
-                facts=json.dumps(allocation.facts[host]),
-                started_at=clock(),
-            )  # fmt: skip
-            session.add(run)
-            session.flush()
-            run_ids[(batch.trial, batch.batch, arm)] = run.id
-
-    def stopped(batch: Batch) -> None:
-        """The batch attempt's arms are down: its runs end now, not with the trial."""
-        ids = [i for (t, b, _), i in run_ids.items() if (t, b) == (batch.trial, batch.batch)]
-        with ctx.store.transaction() as session:
-            session.execute(
-                update(Run)
-                .where(Run.id.in_(ids), Run.stopped_at.is_(None))
-                .values(stopped_at=clock())
-            )
-
-    def progress(batch: Batch, what: str) -> None:
-        ctx.emit(
-            "batch",
-            f"trial {batch.trial + 1}/{total} batch {batch.batch + 1}: {what}",
-            trial=batch.trial,
-            trials=total,
-        )
-
-    for index in sorted(pending):
-        interrupts.raise_if_interrupted()
-        with ctx.store.transaction() as session:
-            transition(
-                session, owner, ctx.id, clock=clock,
-                progress=f"running trial {index + 1} of {total}",
-            )  # fmt: skip
-            session.execute(
-                update(Trial)
-                .where(Trial.experiment_id == ctx.id, Trial.index == index)
-                .values(
-                    state="running", attempts=Trial.attempts + 1, processor=owner,
-                    started_at=clock(),
-                )
-            )  # fmt: skip
-        hooks = Hooks(
-            progress=progress, arm_started=started, arms_stopped=stopped, check=ctx.keeper.check
-        )
-        trial_batches = [b for b in batches if b.trial == index]
-        try:
-            if remote is None:
-                table = run_trial(plan, trial_batches, hooks)
-            else:
-                table = remote.trial(plan, trial_batches, hooks, check=ctx.keeper.check)
-        except (HostLost, HeadUnreachable):
-            # Not this trial's fault: it runs again, from its start, on hosts that answer.
-            with ctx.store.transaction() as session:
-                transition(session, owner, ctx.id, clock=clock)
-                session.execute(
-                    update(Trial)
-                    .where(Trial.experiment_id == ctx.id, Trial.index == index)
-                    .values(state="pending", started_at=None)
-                )
-            raise
-        except TrialLeftOut as err:
-            _end_trial(ctx, index, state="excluded", note=err.message)
-            ctx.emit("trial", f"trial {index + 1} left out: {err.message}", trial=index)
-            continue
-        finally:
-            # Arms are stopped by now (run_trial's context managers); say so in the runs.
-            with contextlib.suppress(Exception), ctx.store.transaction() as session:
-                session.execute(
-                    update(Run)
-                    .where(Run.id.in_(list(run_ids.values())), Run.stopped_at.is_(None))
-                    .values(stopped_at=clock())
-                )
-        path = ctx.row.artifacts_dir / f"trial-{index}.parquet"
-        write_observations(path, table)
-        with ctx.store.transaction() as session:
-            transition(session, owner, ctx.id, clock=clock)
-            session.execute(
-                update(Trial)
-                .where(Trial.experiment_id == ctx.id, Trial.index == index)
-                .values(state="done", observations=str(path), finished_at=clock())
-            )
-        ctx.emit("trial", f"trial {index + 1} of {total} done", trial=index, trials=total)
-        if ctx.config.design.sequential and _settled(ctx):
-            break
-    _after_trials(ctx)
-
-
-def _settled(ctx: Context) -> bool:
-    """A look of the sequential design after a trial: stop when the verdicts are settled."""
-    with ctx.store.transaction() as session:
-        done = session.scalar(
-            select(func.count())
-            .select_from(Trial)
-            .where(Trial.experiment_id == ctx.id, Trial.state == "done")
-        )
-    if not done or done < FIRST_LOOK:
-        return False
-    history_ids = [i for i in aa_experiments(ctx.store, ctx.config.service.name) if i != ctx.id]
-    settled, labels = settled_at_look(ctx.store, ctx.id, ctx.config, history_ids=history_ids)
-    seen = ", ".join(f"{metric}: {label}" for metric, label in labels.items())
-    ctx.emit("trial", f"look at {done} trials: {seen}" + ("; settled" if settled else ""))
-    return settled
-
-
-def _end_trial(ctx: Context, index: int, *, state: str, note: str) -> None:
-    with ctx.store.transaction() as session:
-        transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
-        session.execute(
-            update(Trial)
-            .where(Trial.experiment_id == ctx.id, Trial.index == index)
-            .values(state=state, note=note, finished_at=ctx.options.clock())
-        )
-
-
-def _after_trials(ctx: Context) -> None:
-    """Trials not needed are marked so; an experiment with no trial to analyse fails with
-    the reasons its trials were left out."""
-    with ctx.store.transaction() as session:
-        transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
-        session.execute(
-            update(Trial)
-            .where(Trial.experiment_id == ctx.id, Trial.state == "pending")
-            .values(state="skipped", note="not needed: the sequential design had settled")
-        )
-        done = session.scalar(
-            select(func.count())
-            .select_from(Trial)
-            .where(Trial.experiment_id == ctx.id, Trial.state == "done")
-        )
-        notes = list(
-            session.scalars(
-                select(Trial.note).where(Trial.experiment_id == ctx.id, Trial.state == "excluded")
-            )
-        )
-    if not done:
-        # Capacity mode sets no rate: its searches failed, and the fix is in the SLO and the
-        # search's bounds, not in a rate.
-        fix = (
-            "check [mode] slo_p99_ms against what the service can do, and the search's "
-            "[mode] start_rate_per_s and max_rate_per_s (docs/capacity.md)"
-            if ctx.config.mode_name == "capacity"
-            else "lower [load] rate_per_s or raise [service] max_error_rate"
-        )
-        raise HairlineError(
-            "every trial was left out: " + "; ".join(n or "" for n in notes[:3]),
-            hint="the batches' load was never valid: see the arms' logs in the experiment's "
-            f"runs folder; {fix}",
-        )
+    with contextlib.ExitStack() as stack:
+        runs: list[tuple[Lane, RunPlan, RemoteDriver | None]] = []
+        for lane in lanes:
+            remote_run = _remote(ctx, lane.allocation)
+            assert remote_run is not None  # several pairs: the ray backend only
+            plan = _plan(ctx, lane.allocation)
+            # Each pair's actors sweep the cgroups of their own prefix only: a pair's
+            # start must not stop the arms of the pair beside it (on one machine too).
+            plan = dataclasses.replace(plan, cgroup_prefix=f"{plan.cgroup_prefix}p{lane.pair}-")
+            driver = RemoteDriver(remote_run, plan.workdir, name=f"driver-pair{lane.pair}")
+            runs.append((lane, plan, stack.enter_context(driver)))
+        # One calibration, on the first pair; every pair replays at its rate.
+        first = _rate(ctx, runs[0][1], runs[0][2])
+        rated = [
+            (lane, dataclasses.replace(plan, rate_per_s=first.rate_per_s,
+                                       warmup_rate_per_s=first.warmup_rate_per_s), remote)
+            for lane, plan, remote in runs
+        ]  # fmt: skip
+        run_pending_trials(ctx, rated)

@@ -34,6 +34,8 @@ from hairline.report.context import (
     ExperimentReport,
     HostReport,
     host_notes,
+    host_pair_notes,
+    host_pairs,
     load_notes,
 )
 from hairline.store.db import Store
@@ -403,6 +405,8 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             analysis = analyze_experiment(
                 store, experiment_id, config, history_ids=stored_history(artifacts)
             )
+    host_list = tuple(hosts[key] for key in sorted(hosts, key=lambda k: k[0]))
+    pairs = host_pairs(analysis, host_list, len(arm_reports))
     html = artifacts / "report.html"
     records = _batch_records(artifacts / "runs")
     functions, functions_note = _functions(config, analysis, observations, artifacts, records)
@@ -429,7 +433,8 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         duration_s=config.load.duration_s,
         model=config.analysis.model,
         arms=arm_reports,
-        hosts=tuple(hosts[key] for key in sorted(hosts, key=lambda k: k[0])),
+        hosts=host_list,
+        host_pairs=pairs,
         mode=config.mode_name,
         curves=_capacity_curves(artifacts / "runs", records),
         overlaps=tuple(concurrency.overlaps(store, experiment_id)),
@@ -446,6 +451,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         html_path=html if html.exists() else None,
         notes=why_notes(why)
         + host_notes(tuple(hosts.values()), arm_classes=arm_classes)
+        + host_pair_notes(analysis, pairs)
         + measurement_notes(records, trial_notes, calibration)
         + load_notes(
             _load_summaries(artifacts / "runs", records), engine_steal_ms=_engine_steal_ms(records)

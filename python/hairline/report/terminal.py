@@ -95,6 +95,36 @@ def print_plan(report: PlanReport, console: Console) -> None:
                 _fmt(m.trials.half_width, relative),
             )
         console.print(table)
+    _print_on_pairs(report, console)
+
+
+def _print_on_pairs(report: PlanReport, console: Console) -> None:
+    """``--host-pairs``: each plan's trials as rounds (and minutes) on that many pairs."""
+    rows = [(d.design or "", d.trials, d.on_pairs) for d in report.by_design] + [
+        (m.metric, m.trials.trials, m.on_pairs) for m in report.metrics
+    ]
+    rows = [row for row in rows if row[2]]
+    if not rows:
+        return
+    table = Table(
+        title="The same trials on host pairs side by side (one trial per pair at a time; "
+        "the verdict's trials, so its MDE, unchanged)"
+    )
+    table.add_column("design or metric")
+    table.add_column("trials", justify="right")
+    for p in rows[0][2]:
+        table.add_column(f"{p.host_pairs} pair{'s' if p.host_pairs > 1 else ''}", justify="right")
+    for name, trials, on_pairs in rows:
+        table.add_row(
+            name,
+            str(trials),
+            *(
+                f"{p.rounds} round{'s' if p.rounds > 1 else ''}"
+                + (f", {p.minutes:.1f} min" if p.minutes is not None else "")
+                for p in on_pairs
+            ),
+        )
+    console.print(table)
 
 
 def print_analysis(

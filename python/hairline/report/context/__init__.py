@@ -7,7 +7,8 @@ what else ran at the same time;
 ``text``: the headline and the words every renderer shares; ``contract``: the JSON contract;
 ``capacity``: capacity mode's arms, each with its highest rate under the SLO;
 ``certificate``: the A/A record and detectable change beside each verdict.
-``functions``: the functions that changed ([service.profile]).
+``functions``: the functions that changed ([service.profile]);
+``pairs``: the host pairs whose trials ran side by side.
 Everything here is pure: no I/O, no clock.
 """
 
@@ -34,6 +35,7 @@ from hairline.report.context.model import (
     CapacityCurve,
     CurvePoint,
     ExperimentReport,
+    HostPair,
     HostReport,
 )
 from hairline.report.context.notes import (
@@ -42,6 +44,12 @@ from hairline.report.context.notes import (
     load_notes,
     overlap_notes,
     trials_text,
+)
+from hairline.report.context.pairs import (
+    by_host_pair_text,
+    host_pair_notes,
+    host_pairs,
+    host_pairs_json,
 )
 from hairline.report.context.text import (
     Headline,
@@ -65,6 +73,7 @@ __all__ = [
     "CurvePoint",
     "ExperimentReport",
     "Headline",
+    "HostPair",
     "HostReport",
     "MetricTrials",
     "Status",
@@ -72,6 +81,7 @@ __all__ = [
     "aa_text",
     "analysis_json",
     "arm_capacities",
+    "by_host_pair_text",
     "capacity_text",
     "certificate_of",
     "certificate_sentence",
@@ -85,6 +95,9 @@ __all__ = [
     "functions_json",
     "headline",
     "host_notes",
+    "host_pair_notes",
+    "host_pairs",
+    "host_pairs_json",
     "late_ticks_steal_explains",
     "load_notes",
     "mde_text",

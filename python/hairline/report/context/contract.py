@@ -12,12 +12,14 @@ from hairline.lab.analysis import Analysis
 from hairline.report.context.capacity import arm_capacities
 from hairline.report.context.certificate import certificates
 from hairline.report.context.functions import functions_json
-from hairline.report.context.jsontypes import AnalysisJson, ExperimentJson
+from hairline.report.context.jsontypes import AnalysisJson, ClusteredJson, ExperimentJson
 from hairline.report.context.model import ExperimentReport
 from hairline.report.context.notes import overlap_notes
+from hairline.report.context.pairs import host_pairs_json
 from hairline.report.context.text import headline
 from hairline.report.context.trials import metric_trials
 from hairline.stats.certificate import AaRecord
+from hairline.stats.data import Comparison
 
 __all__ = ["JSON_SCHEMA", "analysis_json", "experiment_json"]
 
@@ -80,10 +82,21 @@ def analysis_json(analysis: Analysis, aa: Mapping[str, AaRecord] | None = None) 
                 "warmup_rows_cut": r.warmup_rows_cut,
                 "warnings": list(r.comparison.warnings),
                 "certificate": certs[(r.metric, r.candidate)].to_json(),
+                "by_host_pair": _clustered(r.by_host_pair),
             }
             for r in analysis.results
         ],
     }
+
+
+def _clustered(c: Comparison | None) -> ClusteredJson | None:
+    if c is None:
+        return None
+    return {
+        "effect_rel": c.effect_rel, "ci_rel": c.ci_rel, "effect_abs": c.effect_abs,
+        "ci_abs": c.ci_abs, "p_value": c.p_value,
+        "clusters": int(c.details.get("n_clusters", 0)),
+    }  # fmt: skip
 
 
 def experiment_json(report: ExperimentReport) -> dict[str, Any]:
@@ -165,6 +178,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
             }
             for h in report.hosts
         ],
+        "host_pairs": host_pairs_json(report.host_pairs),
         "analysis": (
             None if report.analysis is None else analysis_json(report.analysis, report.aa_records)
         ),

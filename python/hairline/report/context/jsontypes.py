@@ -20,10 +20,12 @@ from hairline.stats.verdict import Correction, Direction, Label, ThresholdKind
 __all__ = [
     "AnalysisJson",
     "ArmJson",
+    "ClusteredJson",
     "ComparisonJson",
     "ExperimentJson",
     "HeadlineJson",
     "HostJson",
+    "HostPairJson",
     "MetricJson",
     "MetricTrialsJson",
     "OverlapJson",
@@ -84,6 +86,22 @@ class MetricJson(TypedDict):
     """Rows cut as warm-up before the comparison."""
     warnings: list[str]
     certificate: CertificateJson
+    by_host_pair: ClusteredJson | None
+    """Trials on several host pairs: the same comparison with the host pair as the
+    cluster; null on one pair."""
+
+
+@documented
+class ClusteredJson(TypedDict):
+    """A comparison with the host pair as the cluster (the clustered bootstrap)."""
+
+    effect_rel: float
+    ci_rel: tuple[float, float]
+    effect_abs: float
+    ci_abs: tuple[float, float]
+    p_value: float
+    clusters: int
+    """Host pairs: the clusters."""
 
 
 @documented
@@ -151,6 +169,18 @@ class ArmJson(TypedDict):
     """Variables the arm adds to the environment."""
     baseline: str | None
     """The arm it is compared with; null for the experiment's baseline."""
+
+
+@documented
+class HostPairJson(TypedDict):
+    """A host pair whose trials ran beside the others' ([design] host_pairs)."""
+
+    pair: int
+    """0-based; the observations' hosts ``pair * arms`` to ``pair * arms + arms - 1``."""
+    hosts: list[str]
+    """Its hosts' names, one per arm (a replacement's listed too)."""
+    trials: int
+    """Done trials it ran."""
 
 
 @documented
@@ -237,6 +267,8 @@ class ExperimentJson(TypedDict):
     """Whether a metric of a deciding comparison is a regression."""
     arms: list[ArmJson]
     hosts: list[HostJson]
+    host_pairs: list[HostPairJson]
+    """The host pairs whose trials ran side by side; [] when they ran on one pair."""
     analysis: AnalysisJson | None
     """Null until analysed."""
     per_trial: dict[str, MetricTrialsJson]

@@ -22,7 +22,14 @@ from hairline.lab.functions import FunctionAnalysis
 from hairline.stats.certificate import AaRecord
 from hairline.store.observations import Observations
 
-__all__ = ["ArmReport", "CapacityCurve", "CurvePoint", "ExperimentReport", "HostReport"]
+__all__ = [
+    "ArmReport",
+    "CapacityCurve",
+    "CurvePoint",
+    "ExperimentReport",
+    "HostPair",
+    "HostReport",
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,15 @@ class HostReport:
 
 
 @dataclass(frozen=True)
+class HostPair:
+    """One host pair of an experiment: its hosts' names (one per arm) and its trials."""
+
+    pair: int  # 0-based; shown 1-based
+    hosts: tuple[str, ...]
+    trials: int
+
+
+@dataclass(frozen=True)
 class ExperimentReport:
     experiment_id: int
     service: str
@@ -146,6 +162,9 @@ class ExperimentReport:
     # When each trial that ended "done" ended, by its index (the observations' trial): the
     # time of its per-trial values where they are exported (report/otlp.py).
     trial_ended_at: Mapping[int, datetime] = field(default_factory=dict)
+    # The host pairs whose trials ran side by side ([design] host_pairs on the ray
+    # backend; context/pairs.py); () when they ran on one pair.
+    host_pairs: tuple[HostPair, ...] = ()
 
     @property
     def chained(self) -> bool:
