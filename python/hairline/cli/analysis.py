@@ -9,6 +9,7 @@ import click
 
 from hairline.cli._base import EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.cli._options import write_json_output
+from hairline.cli._outputs import OutputFile
 from hairline.config import MetricPolicy, parse_directions, parse_threshold, parse_thresholds
 from hairline.errors import ConfigError
 from hairline.lab.analysis import AnalysisOptions
@@ -66,7 +67,7 @@ from hairline.store.observations import read_observations
 @click.option("--request-s", type=float, default=0.05, show_default=True)
 @click.option("--repetition-s", type=float, default=0.05, show_default=True)
 @click.option("--max-hosts", type=click.IntRange(2), default=64, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the result as JSON ('-' for stdout).")  # fmt: skip
 def plan(
     endpoint: int | None,
@@ -185,7 +186,7 @@ def plan(
 @click.option("--baseline", help="The baseline arm (default A, else the first arm).")
 @click.option("--no-warmup-cut", is_flag=True, help="Keep warm-up rows of time series.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the result as JSON ('-' for stdout).")  # fmt: skip
 def analyze(
     observations: Path,

@@ -8,7 +8,6 @@ detectable effect at 80% power against trials and minutes (lab/sensitivity.py).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -18,9 +17,9 @@ from rich.table import Table
 
 from hairline.cli._base import EXIT_OK, console, main
 from hairline.cli._options import chosen_backend, store_options
+from hairline.cli._outputs import OutputFile, write_json_output
 from hairline.cli.run import execute
 from hairline.errors import ConfigError
-from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.files import load_experiment_file
 from hairline.lab.sensitivity import (
     SensitivityJson,
@@ -69,7 +68,7 @@ def _table(report: SensitivityReport) -> Table:
 @click.option("--power", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.8,
               show_default=True)  # fmt: skip
 @click.option("--cpus-per-host", type=click.IntRange(1), help="CPUs per local host.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the table as JSON ('-' for stdout).")  # fmt: skip
 def sensitivity(
     file: Path,
@@ -134,8 +133,5 @@ def sensitivity(
     )
     if json_path is not None:
         payload: SensitivityJson = {"experiment_id": experiment_id, **report.to_json()}
-        if str(json_path) == "-":
-            click.echo(json.dumps(to_jsonable(payload), indent=2))
-        else:
-            write_json(json_path, payload)
+        write_json_output(out, json_path, payload)
     sys.exit(EXIT_OK)
