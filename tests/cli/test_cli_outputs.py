@@ -47,6 +47,7 @@ from hairline.store.models import Experiment, Trial
 from hairline.store.observations import write_observations
 from hairline.tune import runs
 from hairline.tune.config import load_tuning_file
+from schema_check import check_schema
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "sample-service"
@@ -149,8 +150,10 @@ CASES: dict[str, ToStdout | Refused | OtherTest] = {
     "gate --markdown": ToStdout(("gate", *REPORT, "--markdown", "-"), "markdown", (1,)),
     "gate --junit": ToStdout(("gate", *REPORT, "--junit", "-"), "junit", (1,)),
     "analyze --json": ToStdout(("analyze", "{observations}", "--json", "-"), "json", (1,)),
+    # --effect 100%: a plan of a few trials, found in seconds (20% takes 25 s).
     "plan --json": ToStdout(
-        ("plan", "--endpoint", "1", "--threshold", "20%", "--json", "-"), "json"
+        ("plan", "--endpoint", "1", "--threshold", "20%", "--effect", "100%", "--json", "-"),
+        "json",
     ),
     "history --json": ToStdout(
         ("history", "sample-service", "--db", "{db}", "--home", "{home}", "--json", "-"), "json"
@@ -265,6 +268,17 @@ CASES: dict[str, ToStdout | Refused | OtherTest] = {
         for flag, reads in (("json", "json"), ("markdown", "markdown"), ("html", "html"))
     },
 }
+
+
+# Each command's JSON document and its published schema (docs/schema/KIND.json).
+SCHEMAS = {
+    "run": "experiment-report", "aa": "experiment-report", "demo": "experiment-report",
+    "report": "experiment-report", "analyze": "analysis", "plan": "plan",
+    "bisect": "bisection", "sensitivity": "sensitivity", "trace stats": "trace-stats",
+    "trace import": "trace-import", "trace filter": "trace-filter",
+    "trace sample": "trace-sample", "route partition": "partitions", "tune": "tuning",
+    "tuning show": "tuning", "attribute": "attribution",
+}  # fmt: skip
 
 
 def _commands(
@@ -510,7 +524,11 @@ def test_dash_writes_the_document_alone_to_stdout_and_no_file_named_dash(
         monkeypatch.setenv(name, value)
     done = CliRunner().invoke(main, lab.args(row, tmp_path))
     assert done.exit_code in row.exits, done.output + repr(done.exception)
-    assert parsed(row.reads, done.stdout)
+    document = parsed(row.reads, done.stdout)
+    assert document
+    command = flag.rsplit(" ", 1)[0]
+    if row.reads == "json" and command in SCHEMAS:
+        check_schema(SCHEMAS[command], document)
     assert not (tmp_path / "-").exists(), os.listdir(tmp_path)
 
 
