@@ -37,6 +37,8 @@ from hairline.report.context.model import (
     HostReport,
 )
 from hairline.report.context.notes import (
+    Seat,
+    handover_notes,
     host_notes,
     late_ticks_steal_explains,
     load_notes,
@@ -67,6 +69,7 @@ __all__ = [
     "Headline",
     "HostReport",
     "MetricTrials",
+    "Seat",
     "Status",
     "TrialValue",
     "aa_text",
@@ -83,6 +86,7 @@ __all__ = [
     "function_lines",
     "function_summary",
     "functions_json",
+    "handover_notes",
     "headline",
     "host_notes",
     "late_ticks_steal_explains",
