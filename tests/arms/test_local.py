@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from hairline.arms.local import ArmSpec, LocalArm, free_port
+from hairline.arms.local import ArmSpec, LocalArm, free_port, wait_http_ok
 from hairline.collect.procfs import process_tree
 from hairline.errors import ArmFailed
 
@@ -79,6 +80,33 @@ def test_health_that_never_passes_fails_clearly_and_leaves_nothing(tmp_path: Pat
     with pytest.raises(ArmFailed, match=r"arm A: .*/never-there did not answer 2xx within 1 s"):
         arm.start(health_timeout_s=1.0)
     assert not arm.alive()
+
+
+def test_no_answer_at_a_machines_address_points_at_host_not_the_timeout(tmp_path: Path) -> None:
+    """A service bound to 127.0.0.1, checked at another address (127.0.0.2 stands for a test
+    machine's, as on a one-machine Ray setup): the hint names {host} first.
+
+    False failure: none: nothing listens at 127.0.0.2 on that port, so the timeout is reached
+    however slow the machine."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port}/", timeout_s=10)
+        with pytest.raises(ArmFailed, match=r"did not answer 2xx within 0\.3 s") as err:
+            wait_http_ok(f"http://127.0.0.2:{port}/", timeout_s=0.3)
+        assert err.value.hint is not None
+        assert err.value.hint.startswith("check that the start command listens on {host}")
+        with pytest.raises(ArmFailed) as local:
+            wait_http_ok(f"http://127.0.0.1:{port}/never-there", timeout_s=0.3)
+        assert local.value.hint == (
+            "check the arm's log; raise the health timeout if the service starts slowly"
+        )
+    finally:
+        server.terminate()
+        server.wait()
 
 
 def test_a_command_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:

@@ -80,22 +80,36 @@ def test_sigkill_of_the_controller_and_the_watchdog_restores_within_two_interval
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "documents",
+    [
+        pytest.param(("--json", "-", "--html", "{folder}/kraken.html"), id="json-to-stdout"),
+        pytest.param(("--html", "-", "--json", "{folder}/kraken.json"), id="html-to-stdout"),
+    ],
+)
 def test_sigterm_aborts_restores_and_exits_2_with_the_json(
-    kraken_fleet: LocalFleet, engine_path: Path, tmp_path: Path
+    kraken_fleet: LocalFleet, engine_path: Path, tmp_path: Path, documents: tuple[str, ...]
 ) -> None:
-    """False failure: about 1e-5: the shift must come within 20 s and the exit within 30 s, seconds
+    """The reports of an aborted test are written, one of them to stdout (`-`: the document
+    alone there, the progress and the summary on stderr).
+
+    False failure: about 1e-5: the shift must come within 20 s and the exit within 30 s, seconds
     each on this machine."""
-    out = tmp_path / "kraken.json"
-    proc, original = shifted_run(kraken_fleet, engine_path, tmp_path, "--json", str(out))
+    args = [a.format(folder=tmp_path) for a in documents]
+    proc, original = shifted_run(kraken_fleet, engine_path, tmp_path, *args)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 2, stdout + stderr
     assert HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend).weights() == original
-    doc = json.loads(out.read_text())
+    to_stdout = args[0]
+    doc = json.loads(stdout if to_stdout == "--json" else (tmp_path / "kraken.json").read_text())
+    html = stdout if to_stdout == "--html" else (tmp_path / "kraken.html").read_text()
+    assert html.lstrip().lower().startswith("<!doctype html") and html.rstrip().endswith("</html>")
     check_schema("kraken-report", doc)
     assert doc["aborted"] is True and doc["weights_restored"] is True
     assert doc["stopped_by"] == "interrupted (SIGINT or SIGTERM)"
-    assert "aborted" in stdout
+    assert "aborted" in stderr
+    assert not list(Path.cwd().glob("-"))
     assert not live_processes_with("hairline.kraken.watchdog")
 
 

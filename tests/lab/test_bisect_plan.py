@@ -20,6 +20,7 @@ from hairline.stats.bisection import (
     Step,
     experiments_needed,
     next_step,
+    stopped,
 )
 from hairline.stats.verdict import OUTCOME_LABELS, classify
 
@@ -61,6 +62,16 @@ def test_eight_commits_any_culprit_is_named_in_at_most_four_experiments(culprit:
     assert finished.status == "culprit"
     assert finished.culprit == culprit
     assert len(tested) <= 4 == experiments_needed(8)
+
+
+def test_a_failed_step_stops_with_the_range_narrowed_so_far() -> None:
+    # Two searches done (3 then 5 against the good one: the culprit is in (3, 5]); the
+    # third step's experiment failed.
+    _, tested = play(8, exact(one_culprit(8, 4)))
+    end = stopped(8, tested[:2], "step experiment 9 ended failed: build failed")
+    assert (end.status, end.culprit, end.low, end.high) == ("failed", None, 3, 5)
+    assert end.reason == "step experiment 9 ended failed: build failed"
+    assert stopped(8, [], "first step failed").low == 0 and stopped(8, [], "x").high == 7
 
 
 def test_commit_five_of_eight_takes_three_searches_and_a_confirmation() -> None:

@@ -11,7 +11,7 @@ from report_fixture import make_report
 
 from hairline.config import load_experiment
 from hairline.lab.queue import enqueue
-from hairline.report.context import HostReport, experiment_json, host_notes
+from hairline.report.context import HostReport, Seat, experiment_json, handover_notes, host_notes
 from hairline.report.experiment import load_report
 from hairline.report.markdown import render_markdown
 from hairline.store.db import open_store
@@ -87,3 +87,59 @@ def test_a_stored_experiment_reports_the_facts_of_the_hosts_it_ran_on(
     assert any(
         n.startswith("WARNING: the experiment's hosts differ in kernel") for n in report.notes
     )
+
+
+def test_a_processor_taking_over_and_a_replaced_host_are_said_in_run_order() -> None:
+    seats = [
+        Seat(0, 0, "w1", "p1"), Seat(0, 1, "w2", "p1"),
+        Seat(1, 0, "w1", "p1"), Seat(1, 1, "w2", "p1", lost="agent gone"),
+        Seat(1, 0, "w1", "p2"), Seat(1, 1, "w3", "p2"),
+        Seat(2, 0, "w1", "p2"), Seat(2, 1, "w3", "p2"),
+    ]  # fmt: skip
+    processors, host = handover_notes(seats)
+    assert processors.startswith("run by 2 processors in turn: p1 (trials 1-2), p2 (trials 2-3)")
+    assert host.startswith("host 1 changed hands: w2 (trials 1-2), then w3 (trials 2-3); w2 was "
+                           "lost (agent gone; now marked unhealthy)")  # fmt: skip
+    assert handover_notes(seats[:4]) == ()
+    # A host that was replaced but is healthy again says so without "lost".
+    (healthy,) = handover_notes([Seat(0, 0, "w1", "p"), Seat(1, 0, "w4", "p")])
+    assert "was lost" not in healthy and "w1 (trial 1), then w4 (trial 2)" in healthy
+
+
+def test_a_stored_experiment_says_who_took_over_and_which_host_was_lost(
+    db_url: str, tmp_path: Path
+) -> None:
+    for name in ("service.toml", "experiment.toml", "trace.jsonl"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    store = open_store(db_url, home=tmp_path / "home")
+    try:
+        experiment_id = enqueue(store, load_experiment(tmp_path / "experiment.toml"))
+        with store.transaction() as session:
+            hosts = [
+                Host(name=f"w{i}", backend="ray", machine=f"w{i}", cpus="0-3", facts="{}",
+                     enabled=True, address=f"10.0.0.{i}", healthy=i != 2,
+                     health_note="lost mid-trial: node died" if i == 2 else None)
+                for i in (1, 2, 3)
+            ]  # fmt: skip
+            session.add_all(hosts)
+            session.flush()
+            w1, w2, w3 = hosts
+            for trial, index, host, processor in ((0, 0, w1, "p1"), (0, 1, w2, "p1"),
+                                                  (0, 0, w1, "p2"), (0, 1, w3, "p2")):  # fmt: skip
+                session.add(Run(experiment_id=experiment_id, trial=trial, batch=0, arm="AB"[index],
+                                host_id=host.id, host_index=index, processor=processor,
+                                facts="{}", started_at=1.0))  # fmt: skip
+        report = load_report(store, experiment_id)
+    finally:
+        store.close()
+    assert [h.name for h in report.hosts] == ["w1", "w2", "w3"]
+    notes = [n for n in report.notes if "processors" in n or "changed hands" in n]
+    assert notes == [
+        "run by 2 processors in turn: p1 (trial 1), p2 (trial 1); each took over when the one "
+        "before let go (it died or lost the database, and its lease lapsed; or it gave the "
+        "experiment back while it waited); a trial left unfinished is run again from its start",
+        "host 1 changed hands: w2 (trial 1), then w3 (trial 1); w2 was lost (lost mid-trial: "
+        "node died; now marked unhealthy); a trial a lost host interrupted is run again from "
+        "its start",
+    ]
+    assert notes[1] in render_markdown(report) and notes[1] in experiment_json(report)["notes"]

@@ -142,3 +142,56 @@ def test_an_unparsable_url_is_named_without_its_password(tmp_path: Path) -> None
     with pytest.raises(ConfigError) as caught:
         open_store("nonsense://lab:s3cret@", home=tmp_path)
     assert "s3cret" not in caught.value.message
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_read_only_open_of_a_missing_sqlite_file_names_it_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "lab"
+    with pytest.raises(ConfigError, match="no lab database at sqlite:///") as err:
+        open_store(home=home, read_only=True)
+    assert str(home / "hairline.db") in err.value.message
+    assert err.value.hint is not None and "HAIRLINE_DB_FILE" in err.value.hint
+    assert not home.exists()
+
+
+def test_a_read_only_store_reads_and_refuses_to_write(db_url: str, tmp_path: Path) -> None:
+    """SQLite: the file and its folder as they were (no -wal or -shm left either);
+    PostgreSQL: read-only transactions."""
+    from sqlalchemy.exc import DBAPIError
+
+    home = tmp_path / "home"
+    writer = open_store(db_url, home=home)
+    with writer.transaction() as session:
+        session.add(Service(name="feed", created_at=1.0))
+    writer.close()
+    before = _files(home)
+    reader = open_store(db_url, home=home, read_only=True)
+    try:
+        with reader.transaction() as session:
+            assert session.scalars(select(Service.name)).all() == ["feed"]
+        with pytest.raises(DBAPIError, match=r"read-?only"), reader.transaction() as session:
+            session.add(Service(name="search", created_at=2.0))
+    finally:
+        reader.close()
+    assert _files(home) == before
+
+
+def test_a_read_only_open_does_not_migrate_an_older_database(db_url: str, tmp_path: Path) -> None:
+    from alembic import command
+
+    store = open_store(db_url, home=tmp_path / "home")
+    with store.engine.begin() as connection:
+        config = _alembic_config()
+        config.attributes["connection"] = connection
+        command.downgrade(config, "-1")
+    store.close()
+    with pytest.raises(ConfigError, match="not at this hairline's schema") as err:
+        open_store(db_url, home=tmp_path / "home", read_only=True)
+    assert err.value.hint is not None and "`hairline lab process`" in err.value.hint
+    again = open_store(db_url, home=tmp_path / "home")  # a writer migrates it, as before
+    again.close()

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -74,10 +75,15 @@ def wait_http_ok(
         except (urllib.error.URLError, OSError) as err:
             last = str(getattr(err, "reason", err))
         time.sleep(interval_s)
-    raise ArmFailed(
-        f"{url} did not answer 2xx within {timeout_s:g} s (last: {last})",
-        hint="check the arm's log; raise the health timeout if the service starts slowly",
-    )
+    hint = "check the arm's log; raise the health timeout if the service starts slowly"
+    if urllib.parse.urlsplit(url).hostname not in ("127.0.0.1", "localhost", "::1"):
+        # A test machine's address (the ray backend): a service that listens on 127.0.0.1
+        # never answers here, however long it is given.
+        hint = ("check that the start command listens on {host} (a service on 127.0.0.1 "
+                "does not answer at the machine's address; `hairline run --check --backend "
+                "ray` finds such a command), then the arm's log; raise the health timeout if "
+                "the service starts slowly")  # fmt: skip
+    raise ArmFailed(f"{url} did not answer 2xx within {timeout_s:g} s (last: {last})", hint=hint)
 
 
 class LocalArm:

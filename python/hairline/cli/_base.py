@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 
 from hairline import __version__
+from hairline.cli._outputs import is_stdout, stdout_taken
 from hairline.errors import HairlineError
 from hairline.kit import interrupts
 
@@ -109,9 +110,10 @@ def main() -> None:
 
 
 def console(*documents: object) -> Console:
-    """Where progress and panels go: stdout, or stderr when any of ``documents`` (the
-    --json/--markdown paths) is ``-``, so that stdout carries only the document asked for."""
-    stderr = any(str(d) == "-" for d in documents if d is not None)
+    """Where progress and panels go: stdout, or stderr when an output flag of the running
+    command (or any of ``documents``) is ``-``, so that stdout carries only the document
+    asked for (cli/_outputs.py)."""
+    stderr = stdout_taken() is not None or any(is_stdout(d) for d in documents)
     # Piped output (CI logs) gets a wide table rather than rich's 80-column default.
     out = Console(highlight=False, stderr=stderr)
     return out if out.is_terminal else Console(highlight=False, width=160, stderr=stderr)

@@ -4,19 +4,17 @@ progress), each declared once so that every command spells and documents it alik
 from __future__ import annotations
 
 import importlib.util
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
+from hairline.cli._outputs import OutputFile, write_json_output
 from hairline.config.sections import MAX_HOST_PAIRS
 from hairline.errors import ConfigError
 from hairline.hosts.agent import ray_environment
-from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.report.otlpexport import DEFAULT_TIMEOUT_S, OtlpTarget, metrics_url
 from hairline.store.db import DEFAULT_HOME, url_has_password, url_shown
 
@@ -88,21 +86,21 @@ def store_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+    fn = click.option("--json", "json_path", type=OutputFile(),
                       help="Write the report as JSON ('-' for stdout).")(fn)  # fmt: skip
-    md_path = click.Path(dir_okay=False, path_type=Path)
-    fn = click.option("--markdown", "markdown_path", type=md_path,
+    fn = click.option("--markdown", "markdown_path", type=OutputFile(),
                       help="Write a Markdown report ('-' for stdout); also appended to "
                       "$GITHUB_STEP_SUMMARY when that is set.")(fn)  # fmt: skip
     fn = junit_option(fn)
     fn = otlp_options(fn)
-    return click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
-                        help="Copy the self-contained HTML report here.")(fn)  # fmt: skip
+    return click.option("--html", "html_path", type=OutputFile(),
+                        help="Copy the self-contained HTML report here ('-' for "
+                        "stdout).")(fn)  # fmt: skip
 
 
 def junit_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
+        "--junit", "junit_path", type=OutputFile(),
         help="Write JUnit XML ('-' for stdout): one test case per metric verdict, a "
         "regression (or, unless the service's gate lets it pass, an inconclusive verdict) a "
         "failure.",
@@ -188,36 +186,25 @@ def document_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             click.option(
                 "--json",
                 "json_path",
-                type=click.Path(dir_okay=False, path_type=Path),
+                type=OutputFile(),
                 help="Write the result as JSON ('-' for stdout).",
             ),
             click.option(
                 "--markdown",
                 "markdown_path",
-                type=click.Path(dir_okay=False, path_type=Path),
+                type=OutputFile(),
                 help="Write the result as Markdown ('-' for stdout).",
             ),
             click.option(
                 "--html",
                 "html_path",
-                type=click.Path(dir_okay=False, path_type=Path),
-                help="Write an HTML page with the result's chart.",
+                type=OutputFile(),
+                help="Write an HTML page with the result's chart ('-' for stdout).",
             ),
         ]
     ):
         fn = option(fn)
     return fn
-
-
-def write_json_output(out: Console, path: Path, payload: Any) -> None:
-    """A command's ``--json PATH``: the file, whole or not at all, and a line saying so on
-    ``out``; for ``-``, the JSON alone on stdout (``out`` is then stderr: see
-    ``console(json_path)``), never a file named ``-``."""
-    if str(path) == "-":
-        click.echo(json.dumps(to_jsonable(payload), indent=2))
-    else:
-        write_json(path, payload)
-        out.print(f"wrote {path}")
 
 
 def parse_host_pairs(text: str | None) -> tuple[int, ...]:

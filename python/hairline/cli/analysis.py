@@ -9,6 +9,7 @@ import click
 
 from hairline.cli._base import EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.cli._options import parse_host_pairs, write_json_output
+from hairline.cli._outputs import OutputFile
 from hairline.config import MetricPolicy, parse_directions, parse_threshold, parse_thresholds
 from hairline.errors import ConfigError
 from hairline.lab.analysis import AnalysisOptions
@@ -73,7 +74,7 @@ from hairline.store.observations import read_observations
               "rounds.")  # fmt: skip
 @click.option("--trial-s", type=click.FloatRange(0, min_open=True),
               help="One trial's wall time, for --host-pairs' minutes.")  # fmt: skip
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the result as JSON ('-' for stdout).")  # fmt: skip
 def plan(
     endpoint: int | None,
@@ -195,7 +196,7 @@ def plan(
 @click.option("--baseline", help="The baseline arm (default A, else the first arm).")
 @click.option("--no-warmup-cut", is_flag=True, help="Keep warm-up rows of time series.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the result as JSON ('-' for stdout).")  # fmt: skip
 def analyze(
     observations: Path,

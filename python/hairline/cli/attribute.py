@@ -35,6 +35,7 @@ from hairline.cli._options import (
     store_options,
     wait_option,
 )
+from hairline.cli._outputs import OutputFolder, write_output
 from hairline.cli.experiments import write_documents
 from hairline.cli.run import take_to_end
 from hairline.config import ExperimentConfig
@@ -74,7 +75,7 @@ def _analyse(store: Store, spec: AttributionSpec, plan: Plan) -> AttributionRepo
 @click.option(
     "--output",
     "output_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputFolder("it is the run's folder: its plan, each experiment's id, the report"),
     help="The run's folder: plan.json (groups, order, experiments) and report.json "
     "[default: HOME/attribution/NAME].",
 )
@@ -163,5 +164,4 @@ def attribute_command(
     write_documents(out, markdown, payload, markdown_path=markdown_path, json_path=json_path,
                     what="attribution")  # fmt: skip
     if html_path is not None:
-        html_path.write_text(render_attribution_html(report))
-        out.print(f"wrote {html_path}")
+        write_output(out, html_path, render_attribution_html(report))

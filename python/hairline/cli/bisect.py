@@ -26,6 +26,7 @@ from hairline.cli._options import (
     store_options,
     wait_option,
 )
+from hairline.cli._outputs import OutputFile
 from hairline.cli.experiments import write_document, write_documents
 from hairline.cli.run import execute
 from hairline.config import ExperimentConfig
@@ -52,9 +53,9 @@ _EXIT = {"culprit": EXIT_OK, "none": EXIT_REGRESSION, "gradual": EXIT_REGRESSION
 @click.option("--max-experiments", type=int, default=None, metavar="N",
               help="Stop after N experiments, repeats included (default: a clean "
               "bisection's count plus 2).")  # fmt: skip
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the result as JSON ('-' for stdout).")  # fmt: skip
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--markdown", "markdown_path", type=OutputFile(),
               help="Write the result as Markdown ('-' for stdout); also appended to "
               "$GITHUB_STEP_SUMMARY when that is set.")  # fmt: skip
 @junit_option

@@ -35,6 +35,7 @@ from hairline.ci.github import (
     whoami,
 )
 from hairline.cli._base import EXIT_ERROR, main
+from hairline.cli._outputs import OutputFolder
 from hairline.errors import ConfigError, HairlineError
 
 
@@ -143,7 +144,8 @@ _REPORTS = {"markdown": "report.md", "json": "report.json", "html": "report.html
               "base commit); empty: leave the branch as it is.")  # fmt: skip
 @click.option("--base-branch", default="hairline-base", show_default=True,
               help="The branch the experiment file's baseline arm names (git = ...).")  # fmt: skip
-@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--report-dir",
+              type=OutputFolder("it writes four reports and the action reads them back"),
               default=Path("hairline-report"), show_default=True,
               help="Where report.md, report.json, report.html and junit.xml go.")  # fmt: skip
 @click.option("--run-args", default="", metavar="ARGS",

@@ -77,7 +77,7 @@ def list_(
     """Recorded events, newest first."""
     since_s = None if since_text is None else parse_time(since_text, now_s=time.time(),
                                                           flag="--since")  # fmt: skip
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         events = list_events(store, since_s=since_s, limit=limit)
     finally:

@@ -17,8 +17,7 @@ from rich.table import Table
 
 from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, main
 from hairline.cli._options import esc, otlp_target, report_options, store_options
-from hairline.kit.atomic import write_text_atomic
-from hairline.kit.jsonout import to_jsonable, write_json
+from hairline.cli._outputs import is_stdout, write_json_output, write_output
 from hairline.lab.queue import request_cancel
 from hairline.lab.status import artifacts_dir, experiment_rows, phase_of
 from hairline.report.context import ExperimentReport, experiment_json
@@ -60,8 +59,9 @@ def emit_reports(
     html_file.parent.mkdir(parents=True, exist_ok=True)
     html_file.write_text(render_html(report))
     if html_path is not None:
-        html_path.write_text(html_file.read_text())
-        report = _with_html(report, html_path.resolve())
+        write_output(out, html_path, html_file.read_text())
+        if not is_stdout(html_path):
+            report = _with_html(report, html_path.resolve())
     print_experiment(report, out)
     write_documents(
         out, render_markdown(report), experiment_json(report),
@@ -91,11 +91,7 @@ def write_junit(out: Console, store: Store, report: ExperimentReport, path: Path
 
 def write_document(out: Console, text: str, path: Path) -> None:
     """A document to ``path`` (whole or not at all) or, for '-', to stdout."""
-    if str(path) == "-":
-        click.echo(text, nl=False)
-    else:
-        write_text_atomic(path, text)
-        out.print(f"wrote {path}")
+    write_output(out, path, text)
 
 
 def write_documents(
@@ -110,20 +106,12 @@ def write_documents(
     """A command's Markdown and JSON documents: each to its path or, for '-', to stdout;
     the Markdown also appended to $GITHUB_STEP_SUMMARY when that is set."""
     if markdown_path is not None:
-        if str(markdown_path) == "-":
-            click.echo(markdown)
-        else:
-            markdown_path.write_text(markdown)
-            out.print(f"wrote {markdown_path}")
+        write_output(out, markdown_path, markdown)
     summary = append_step_summary(markdown)
     if summary is not None:
         out.print(f"appended the {what} to {summary}")
     if json_path is not None:
-        if str(json_path) == "-":
-            click.echo(json.dumps(to_jsonable(payload), indent=2, default=str))
-        else:
-            write_json(json_path, payload)
-            out.print(f"wrote {json_path}")
+        write_json_output(out, json_path, payload)
 
 
 def _with_html(report: ExperimentReport, path: Path) -> ExperimentReport:
@@ -180,7 +168,7 @@ def cancel(experiment_id: int, db_url: str | None, home: Path, wait_s: float) ->
 def status(experiment_id: int | None, db_url: str | None, home: Path, as_json: bool) -> None:
     """List experiments, or show one."""
     out = console()
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         if experiment_id is not None:
             report = load_report(store, experiment_id)

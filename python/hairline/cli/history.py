@@ -12,6 +12,7 @@ from rich.table import Table
 
 from hairline.cli._base import console, main
 from hairline.cli._options import esc, store_options, write_json_output
+from hairline.cli._outputs import OutputFile
 from hairline.errors import HairlineError
 from hairline.kit.jsonout import to_jsonable
 from hairline.stats.changepoints import DEFAULT_ALPHA, DEFAULT_PERMUTATIONS
@@ -115,7 +116,7 @@ def _side(p: HistoryPoint) -> str:
     show_default=True,
     help="The shuffles' seed: the same history gives the same answer.",
 )
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the change points as JSON ('-' for stdout).")  # fmt: skip
 def history(
     service: str,
@@ -138,7 +139,7 @@ def history(
     or metric with no finished A/B experiment.
     """
     out = console(json_path)
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         if service not in service_names(store, None):
             raise HairlineError(

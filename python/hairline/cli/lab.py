@@ -23,6 +23,7 @@ from hairline.cli._options import (
     wait_option,
     write_json_output,
 )
+from hairline.cli._outputs import OutputFile
 from hairline.cli._waiting import Patience, ProgressOut, duration_text
 from hairline.hosts.factors import DEFAULT_MIN_RUNS, FactorAnalysis, factor_analysis
 from hairline.hosts.inventory import local_layout
@@ -202,7 +203,7 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
     # Read-only: a laptop or CI runner listing a shared lab's hosts must not register its own
     # CPU sets there as hosts (it did, before).
     layout = local_layout(sorted(os.sched_getaffinity(0)), cpus_per_host=cpus_per_host)
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         rows, quotas = inventory(store)
         regional = region_quotas(store)
@@ -252,7 +253,7 @@ def hosts(db_url: str | None, home: Path, cpus_per_host: int | None, as_json: bo
               help="Fewest runs a CPU model or kernel needs for its CoV.")  # fmt: skip
 @click.option("--cov-from", type=click.Choice(["aa", "all"]), default="aa", show_default=True,
               help="The experiments the CoV comes from: A/A only, or A/A and A/B.")  # fmt: skip
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the analysis as JSON ('-' for stdout).")  # fmt: skip
 def factors(
     db_url: str | None,
@@ -272,7 +273,7 @@ def factors(
     runs or too few to fit.
     """
     out = console(json_path)
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         result = factor_analysis(
             store, metric=metric, service=service, min_runs=min_runs,

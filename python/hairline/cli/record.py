@@ -18,6 +18,7 @@ from types import FrameType
 import click
 
 from hairline.cli._base import EXIT_ERROR, main
+from hairline.cli._outputs import OutputFile
 from hairline.engine import find_engine
 
 __all__ = ["engine_args", "record", "supervise"]
@@ -135,7 +136,10 @@ def supervise(command: Sequence[str], *, stop_timeout_s: float = _STOP_TIMEOUT_S
 @click.option(
     "--out",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(
+        refuse_stdout="the recorder's stdout says where it listens, and it appends to the "
+        "trace file as it records"
+    ),
     help="The trace to write (JSONL).",
 )
 @click.option(

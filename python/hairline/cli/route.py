@@ -9,13 +9,16 @@ until SIGTERM/SIGINT, when it stops everything it started.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
 
-from hairline.cli._base import main
+from hairline.cli._base import console, main
+from hairline.cli._outputs import OutputFile, is_stdout, write_output
 from hairline.errors import ConfigError
 from hairline.routing.fleet import FleetOptions, RoutingFleet, describe, read_partitions
 from hairline.routing.haproxy import POLICIES
@@ -38,8 +41,9 @@ def route() -> None:
               help="With --k auto, the largest K tried.")  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the partitions as JSON.")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the partitions file (for `route fleet --partitions`) here.")  # fmt: skip
+@click.option("--output", type=OutputFile(), default=None,
+              help="Write the partitions file (for `route fleet --partitions`) here ('-' for "
+              "stdout).")  # fmt: skip
 def partition_(
     profile: Path, k_text: str, k_max: int, seed: int, as_json: bool, output: Path | None
 ) -> None:
@@ -54,24 +58,28 @@ def partition_(
         raise ConfigError(f"--k {k_text}: not a number of partitions", hint="pass --k 4 or auto")
     result = partition(read, k, seed=seed)
     data = partitioning_json(result, curve=curve)
+    text = json.dumps(data, indent=2) + "\n"
+    if as_json and not is_stdout(output):
+        click.echo(text, nl=False)
     if output is not None:
-        output.write_text(json.dumps(data, indent=2) + "\n")
+        # With --json the partitions alone are on stdout: the line saying where the file
+        # went is on stderr.
+        write_output(Console(stderr=True) if as_json else console(), output, text)
     if as_json:
-        click.echo(json.dumps(data, indent=2))
         return
+    # The summary goes to stderr when the partitions file goes to stdout.
+    echo = functools.partial(click.echo, err=is_stdout(output))
     if curve:
         points = "  ".join(f"{i}:{w:.1f}" for i, w in enumerate(curve, start=1))
-        click.echo(f"average working set by K: {points}")
+        echo(f"average working set by K: {points}")
     shares = result.load_shares
-    click.echo(f"{len(result.partitions)} partitions, average working set "
-               f"{result.average_working_set:.1f} functions "
-               f"(all endpoints together: {len(read.functions)})")  # fmt: skip
+    echo(f"{len(result.partitions)} partitions, average working set "
+         f"{result.average_working_set:.1f} functions "
+         f"(all endpoints together: {len(read.functions)})")  # fmt: skip
     for p in result.partitions:
-        click.echo(f"  {p.name}: {len(p.endpoints)} endpoints, working set {p.working_set}, "
-                   f"load {shares[p.name]:.0%}: {' '.join(p.endpoints[:6])}"
-                   + (" ..." if len(p.endpoints) > 6 else ""))  # fmt: skip
-    if output is not None:
-        click.echo(f"wrote {output}")
+        echo(f"  {p.name}: {len(p.endpoints)} endpoints, working set {p.working_set}, "
+             f"load {shares[p.name]:.0%}: {' '.join(p.endpoints[:6])}"
+             + (" ..." if len(p.endpoints) > 6 else ""))  # fmt: skip
 
 
 @route.command("fleet", context_settings={"ignore_unknown_options": True})

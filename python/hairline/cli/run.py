@@ -42,7 +42,7 @@ from hairline.cli.experiments import emit_reports, exit_code
 from hairline.config import ExperimentConfig
 from hairline.kit import interrupts
 from hairline.lab.drive import DriveSettings, Outcome, drive
-from hairline.lab.files import load_experiment_file
+from hairline.lab.files import backend_checks, load_experiment_file
 from hairline.lab.patience import WaitNote
 from hairline.lab.processor import Event
 from hairline.lab.queue import enqueue
@@ -334,7 +334,8 @@ def _lab_command(kind: str) -> Callable[..., None]:
         suggest_base: str | None = None,
     ) -> None:
         out = console(json_path, markdown_path, junit_path)
-        config = load_experiment_file(file)
+        # --check with --backend ray checks what that backend needs of the files too.
+        config = load_experiment_file(file, checks=backend_checks(backend))
         if priority is not None:
             config = config.model_copy(update={"priority": priority})
         if kind == "ab" and (suggested_by or (config.suggest and config.suggest.head)):

@@ -81,7 +81,7 @@ def remove(file: Path, db_url: str | None, home: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON array on stdout.")
 def list_(db_url: str | None, home: Path, as_json: bool) -> None:
     """The schedules: every how long, when next, the last run, and why one was skipped."""
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         schedules = list_schedules(store)
     finally:

@@ -18,6 +18,7 @@ import click
 from hairline.attribute.config import AttributionFile
 from hairline.attribute.report import AttributionJson
 from hairline.cli._base import EXIT_ERROR, console, main
+from hairline.cli._outputs import OutputFolder
 from hairline.cli._waiting import ProgressEventJson
 from hairline.config.experiment import ExperimentConfig, ServiceConfig, ServiceFile
 from hairline.errors import ConfigError
@@ -197,7 +198,8 @@ def kind_named(name: str) -> Kind | None:
 
 @main.command()
 @click.argument("kinds", nargs=-1, metavar="[KIND]...")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir",
+              type=OutputFolder("it writes one file per kind; `hairline schema KIND` prints one"),
               help="Write each schema to DIR/KIND.json (every kind unless named).")  # fmt: skip
 @click.option("--check", "check_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Compare DIR/KIND.json with the models; exit 2 if one differs.")  # fmt: skip

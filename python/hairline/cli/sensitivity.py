@@ -9,7 +9,6 @@ minutes on host pairs side by side (lab/sensitivity.py).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -19,9 +18,9 @@ from rich.table import Table
 
 from hairline.cli._base import EXIT_OK, console, main
 from hairline.cli._options import chosen_backend, parse_host_pairs, store_options
+from hairline.cli._outputs import OutputFile, write_json_output
 from hairline.cli.run import execute
 from hairline.errors import ConfigError
-from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.lab.files import load_experiment_file
 from hairline.lab.sensitivity import (
     SensitivityJson,
@@ -88,7 +87,7 @@ def _pairs_table(report: SensitivityReport) -> Table:
 @click.option("--host-pairs", "host_pairs_text", metavar="1,2,4",
               help="Also give the minutes on these numbers of host pairs side by side "
               "(default: 1, and the file's [design] host_pairs when more).")  # fmt: skip
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write the table as JSON ('-' for stdout).")  # fmt: skip
 def sensitivity(
     file: Path,
@@ -159,8 +158,5 @@ def sensitivity(
     )
     if json_path is not None:
         payload: SensitivityJson = {"experiment_id": experiment_id, **report.to_json()}
-        if str(json_path) == "-":
-            click.echo(json.dumps(to_jsonable(payload), indent=2))
-        else:
-            write_json(json_path, payload)
+        write_json_output(out, json_path, payload)
     sys.exit(EXIT_OK)

@@ -1,14 +1,12 @@
 """``hairline trace import|stats|filter|sample``: make and shape the traces the engine replays.
 
-Each command reads typed options, calls :mod:`hairline.trace`, and prints a summary.
-``--json FILE`` also writes the summary as JSON; ``--json -`` prints only the JSON, to
-stdout, for scripts. docs/traffic.md is the guide.
+Each command reads typed options, calls :mod:`hairline.trace`, and prints a summary;
+``--json`` writes it as JSON too (``-``: only the JSON, on stdout). docs/traffic.md.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,12 +17,13 @@ from rich.console import Console
 from rich.table import Table
 
 from hairline.cli._base import console, main
+from hairline.cli._outputs import OutputFile, is_stdout, write_json_output, write_output
 from hairline.errors import ConfigError
-from hairline.kit.jsonout import to_jsonable, write_json
 from hairline.trace.format import (
     Json,
     TraceRequest,
     check_output_path,
+    encode_trace,
     read_trace,
     write_trace,
 )
@@ -53,33 +52,36 @@ __all__ = ["trace"]
 _SPARK = "▁▂▃▄▅▆▇█"
 _TOP_ENDPOINTS = 15
 
-json_option = click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
-    help="Also write the summary as JSON to FILE; '-' prints only the JSON, to stdout.",
-)
-output_option = click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The trace to write (JSONL, docs/trace-format.md); written atomically.",
-)
-seed_option = click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the random choices."
-)
+json_option = click.option("--json", "json_path", type=OutputFile(),
+                           help="Also write the summary as JSON to FILE; '-' prints only the "
+                           "JSON, to stdout.")  # fmt: skip
+output_option = click.option("-o", "--output", required=True, type=OutputFile(),
+                             help="The trace to write (JSONL, docs/trace-format.md; '-' for "
+                             "stdout); written atomically.")  # fmt: skip
+seed_option = click.option("--seed", type=int, default=0, show_default=True,
+                           help="Seed of the random choices.")  # fmt: skip
 
 
 def _emit(json_path: Path | None, payload: Any, show: Callable[[Console], None]) -> None:
-    """Human summary unless ``--json -``; the JSON to the file or stdout."""
-    if json_path is not None and str(json_path) == "-":
-        click.echo(json.dumps(to_jsonable(payload), indent=2))
-        return
-    show(console())
+    """Human summary unless ``--json -`` (on stderr if the trace went to stdout); the JSON."""
+    out = console()
+    if not is_stdout(json_path):
+        show(out)
     if json_path is not None:
-        write_json(json_path, payload)
-        click.echo(f"wrote {json_path}")
+        write_json_output(out, json_path, payload)
+
+
+def _write_trace(output: Path, header: Mapping[str, Json] | None,
+                 requests: Sequence[TraceRequest]) -> None:  # fmt: skip
+    """The trace to ``output``, or for ``-`` to stdout (then the summary goes to stderr)."""
+    if is_stdout(output):
+        write_output(console(), output, encode_trace(header, requests, target="stdout"))
+    else:
+        write_trace(output, header, requests)
+
+
+def _check_output(output: Path) -> None:
+    return None if is_stdout(output) else check_output_path(output)
 
 
 def _count_table(title: str, counts: dict[str, int], examples: dict[str, str]) -> Table:
@@ -171,7 +173,7 @@ def import_(
     with --skip-bad it is skipped and counted.
     """
     # Before reading anything: a log can take minutes to import.
-    check_output_path(output)
+    _check_output(output)
     if hosts and FORMATS[fmt] == "combined":
         raise ConfigError(
             "--host: combined logs do not record the host of a request",
@@ -191,9 +193,9 @@ def import_(
     header: dict[str, Json] = {
         **report.header(),
         "labels": labeller.describe(),
-        "created": _now_iso(),
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    write_trace(output, header, report.requests)
+    _write_trace(output, header, report.requests)
     kept = report.requests
     summary: TraceImportJson = {
         "output": str(output),
@@ -222,10 +224,6 @@ def import_(
         out.print(_endpoint_table(kept, title="Endpoints"))
 
     _emit(json_path, summary, show)
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _sparkline(counts: Sequence[int]) -> str:
@@ -374,7 +372,7 @@ def filter_(
             hint="see `hairline trace filter --help`",
         )
     weights = parse_mix(mixes)
-    check_output_path(output)
+    _check_output(output)
     parsed = read_trace(file)
     kept = filter_endpoints(parsed.requests, endpoints)
     step: dict[str, Json] = {"op": "filter", "endpoint": list(endpoints)}
@@ -386,7 +384,7 @@ def filter_(
         passes = result.passes
         groups = list(result.groups)
         step.update(mix=list(mixes), count=count, seed=seed)
-    write_trace(output, derived_header(parsed.header, step), kept)
+    _write_trace(output, derived_header(parsed.header, step), kept)
     summary: TraceFilterJson = {
         "input": str(file),
         "output": str(output),
@@ -462,7 +460,7 @@ def sample_(
     if per_endpoint and reservoir_text is None:
         raise ConfigError("--per-endpoint works with --reservoir", hint="add --reservoir K/T")
     rng = np.random.default_rng(seed)
-    check_output_path(output)
+    _check_output(output)
     parsed = read_trace(file)
     step: dict[str, Json] = {"op": "sample", "seed": seed}
     if reservoir_text is not None:
@@ -473,7 +471,7 @@ def sample_(
         assert fraction is not None
         result = bernoulli_sample(parsed.requests, fraction, rng=rng)
         step.update(fraction=fraction)
-    write_trace(output, derived_header(parsed.header, step), result.requests)
+    _write_trace(output, derived_header(parsed.header, step), result.requests)
     summary: TraceSampleJson = {
         "input": str(file), "output": str(output), "input_requests": result.total,
         "requests": len(result.requests), "intervals": result.intervals,

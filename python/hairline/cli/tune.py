@@ -27,6 +27,7 @@ from hairline.cli._options import (
     store_options,
     wait_option,
 )
+from hairline.cli._outputs import OutputFolder, write_output
 from hairline.cli.experiments import write_documents
 from hairline.cli.run import take_to_end
 from hairline.config import ExperimentConfig
@@ -91,7 +92,7 @@ def _overridden(spec: TuningSpec, searcher: str | None, evaluations: int | None)
 @click.option(
     "--output",
     "output_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputFolder("it writes best.toml and the rendered configuration file"),
     help="Write the best configuration here: best.toml, and the rendered "
     "configuration file when the tuning file has [apply.file].",
 )
@@ -210,8 +211,7 @@ def _emit(
         out, markdown, payload, markdown_path=markdown_path, json_path=json_path, what="result"
     )
     if html_path is not None:
-        html_path.write_text(render_tuning_html(results))
-        out.print(f"wrote {html_path}")
+        write_output(out, html_path, render_tuning_html(results))
 
 
 @main.group(name="tuning")
@@ -225,7 +225,7 @@ def tuning_group() -> None:
 @store_options
 def tuning_list(service: str | None, as_json: bool, db_url: str | None, home: Path) -> None:
     """The newest tuning runs first."""
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         results = [_result(store, r.id) for r in runs.list_runs(store, service=service)]
     finally:
@@ -258,7 +258,7 @@ def tuning_show(
 ) -> None:
     """One or more tuning runs: every evaluation and the best configuration."""
     out = console(json_path, markdown_path)
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         results = [_result(store, run_id) for run_id in run_ids]
     finally:

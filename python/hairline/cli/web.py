@@ -10,9 +10,9 @@ from pathlib import Path
 
 import click
 
-from hairline.cli._base import EXIT_WAITING, main
+from hairline.cli._base import EXIT_WAITING, console, main
 from hairline.cli._options import junit_option, store_options
-from hairline.kit.atomic import write_text_atomic
+from hairline.cli._outputs import OutputFile, stdout_taken, write_output
 from hairline.report.markdown import append_step_summary
 from hairline.store.db import Store, open_store
 from hairline.web.auth import SCOPES, create_token, list_tokens, revoke_token
@@ -63,7 +63,7 @@ def token_create(db_url: str | None, home: Path, team: str, scope: str, name: st
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def token_list(db_url: str | None, home: Path, as_json: bool) -> None:
     """The tokens: name, team, scope, when made and last used, revoked or not."""
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         rows = list_tokens(store)
     finally:
@@ -151,7 +151,7 @@ def service_gate(db_url: str | None, home: Path, name: str, inconclusive: str) -
 @click.argument("name", required=False)
 def service_commands(db_url: str | None, home: Path, name: str | None) -> None:
     """The registered commands (of service NAME, or of every service)."""
-    store = open_store(db_url, home=home)
+    store = open_store(db_url, home=home, read_only=True)
     try:
         rows = list_commands(store, name)
     finally:
@@ -170,7 +170,7 @@ def service_commands(db_url: str | None, home: Path, name: str | None) -> None:
 @click.option("--url", metavar="URL",
               help="A hairline server (token from $HAIRLINE_TOKEN or $HAIRLINE_TOKEN_FILE); "
               "default: the database of --db/--home.")  # fmt: skip
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--markdown", "markdown_path", type=OutputFile(),
               help="Write the Markdown report ('-' for stdout); also appended to "
               "$GITHUB_STEP_SUMMARY when that is set.")  # fmt: skip
 @junit_option
@@ -204,7 +204,7 @@ def gate(
         from hairline.report.markdown import render_markdown
         from hairline.web.queries import gate_junit, gate_of
 
-        local = store = open_store(db_url, home=home)
+        local = store = open_store(db_url, home=home, read_only=True)
 
         def ask() -> GateAnswer:
             found = gate_of(local, experiment_id)
@@ -221,20 +221,16 @@ def gate(
 
     try:
         answer = wait_for_gate(ask, wait=wait, timeout_s=timeout_s, on_pending=pending)
-        click.echo(f"experiment {experiment_id}: {answer.answer} ({answer.reason})")
+        # On stderr when a document goes to stdout, which then holds that document alone.
+        click.echo(f"experiment {experiment_id}: {answer.answer} ({answer.reason})",
+                   err=stdout_taken() is not None)  # fmt: skip
+        out = console()
         if markdown_path is not None:
             text = markdown()
-            if str(markdown_path) == "-":
-                click.echo(text)
-            else:
-                markdown_path.write_text(text)
+            write_output(out, markdown_path, text)
             append_step_summary(text)
         if junit_path is not None and answer.answer != "pending":
-            xml = junit()
-            if str(junit_path) == "-":
-                click.echo(xml, nl=False)
-            else:
-                write_text_atomic(junit_path, xml)
+            write_output(out, junit_path, junit())
     finally:
         if store is not None:
             store.close()

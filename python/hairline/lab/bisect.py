@@ -33,6 +33,7 @@ from hairline.stats.bisection import (
     Step,
     experiments_needed,
     next_step,
+    stopped,
 )
 from hairline.store.db import Store
 from hairline.store.models import Experiment, VerdictRow
@@ -271,14 +272,18 @@ class _Verdict:
     threshold: str
 
 
+class StepFailed(HairlineError):
+    """A step's experiment ended without a verdict (its build or its service failed)."""
+
+
 def _measured(store: Store, experiment_id: int, metric: str) -> _Verdict:
     with store.transaction() as session:
         row = session.get(Experiment, experiment_id)
         if row is None or row.phase != "done":
             phase = "missing" if row is None else row.phase
             failure = "" if row is None or not row.failure else f": {row.failure}"
-            raise HairlineError(
-                f"bisection step experiment {experiment_id} ended {phase}{failure}",
+            raise StepFailed(
+                f"step experiment {experiment_id} ended {phase}{failure}",
                 hint=f"`hairline report {experiment_id}` shows what happened; the bisection "
                 "stops on a failed step",
             )
@@ -345,7 +350,16 @@ def bisect(
         if isinstance(step, Finished):
             on_event(f"done: {step.status}: {step.reason}")
             return Bisection(config.service.name, metric, revisions, tuple(done), step)
-        result = _run_step(config, revisions, step, run, store, metric, len(done) + 1, on_event)
+        try:
+            result = _run_step(config, revisions, step, run, store, metric, len(done) + 1,
+                               on_event)  # fmt: skip
+        except StepFailed as err:
+            # Stopped, but reported like any ending: CI gets its JSON, Markdown and JUnit
+            # with the steps so far, and the reason.
+            reason = f"{err.message} ({err.hint})"
+            end = stopped(len(revisions), [Measured(r.step, r.outcome) for r in done], reason)
+            on_event(f"stopped: {reason}")
+            return Bisection(config.service.name, metric, revisions, tuple(done), end)
         done.append(result)
 
 

@@ -10,6 +10,8 @@ trace's first lines parse as the engine will parse them (a file of garbage is ca
 from __future__ import annotations
 
 import itertools
+import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,7 +22,13 @@ from hairline.errors import ConfigError, DataError
 from hairline.stats import list_models
 from hairline.trace.format import parse_trace_text
 
-__all__ = ["TRACE_LINES_CHECKED", "load_experiment_file", "load_named_experiment"]
+__all__ = [
+    "TRACE_LINES_CHECKED",
+    "backend_checks",
+    "listens_on_the_node",
+    "load_experiment_file",
+    "load_named_experiment",
+]
 
 # Enough lines to catch a wrong file or a broken writer, few enough to stay instant.
 TRACE_LINES_CHECKED = 50
@@ -53,6 +61,44 @@ def _trace_starts_well(config: ExperimentConfig, path: Path, report: Report) -> 
             "give a trace in hairline's format (docs/trace-format.md); "
             "`hairline trace import` converts HAR files and access logs",
         )
+
+
+# A literal loopback address in a word of a start command (``127.0.0.1``,
+# ``--host=localhost``, ``[::1]:8080``): what a test machine's health check cannot reach.
+_LOOPBACK = re.compile(r"(?:^|[=:/@ ])(127(?:\.\d{1,3}){3}|localhost|\[?::1\]?)(?::[\d{}a-z]+)?$")
+# Listening on every address, said explicitly: reachable at the node's address too.
+_ANY_ADDRESS = re.compile(r"(?:^|[=:/@ ])(0\.0\.0\.0|\[?::\]?)(?::[\d{}a-z]+)?$")
+
+
+def listens_on_the_node(config: ExperimentConfig, path: Path, report: Report) -> None:
+    """On the ray backend an arm runs on a test machine and is health-checked and loaded at
+    that machine's address, which ``{host}`` is: a start command that binds a loopback
+    address, or names no address at all (many services then listen on 127.0.0.1), gets no
+    answer there. A static check of the command's words, the arms' args included."""
+    try:
+        words = shlex.split(config.service.start)
+    except ValueError:
+        return  # config reports a start command it cannot split
+    words += [a for arm in config.arms.values() for a in arm.args]
+    fix = (
+        "listen on {host}, the test machine's address (127.0.0.1 on the local backend): "
+        'pass it to the service\'s listen option, e.g. "--host {host}" (docs/scale-out.md)'
+    )
+    for word in words:
+        found = _LOOPBACK.search(word)
+        if found:
+            report(("service",), f"the start command listens on {found.group(1)} ({word!r}), "
+                   "which a test machine of the ray backend does not answer on", fix)  # fmt: skip
+            return
+    if not any("{host}" in w or _ANY_ADDRESS.search(w) for w in words):
+        report(("service",), "the start command names no {host}: on the ray backend the "
+               "service must listen on the test machine's address, where its health check "
+               "and load come from", fix + "; or 0.0.0.0 to listen on every address")  # fmt: skip
+
+
+def backend_checks(backend: str) -> tuple[ExtraCheck, ...]:
+    """The checks of an experiment file that only one backend needs."""
+    return (listens_on_the_node,) if backend == "ray" else ()
 
 
 def load_experiment_file(path: Path, *, checks: Sequence[ExtraCheck] = ()) -> ExperimentConfig:

@@ -37,6 +37,7 @@ def headline(result: Bisection) -> str:
         "gradual": f"no single culprit: the change builds up {where}",
         "inconclusive": f"undecided {where}",
         "budget": f"out of experiments {where}",
+        "failed": f"stopped by a failed step {where}",
     }
     return f"{words.get(end.status, end.status)} ({count}; {end.reason})"
 

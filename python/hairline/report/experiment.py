@@ -33,6 +33,8 @@ from hairline.report.context import (
     CurvePoint,
     ExperimentReport,
     HostReport,
+    Seat,
+    handover_notes,
     host_notes,
     host_pair_notes,
     host_pairs,
@@ -329,18 +331,23 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             .where(Trial.experiment_id == experiment_id, Trial.state == "done")
         )
         host_rows = session.execute(
-            select(Run.host_index, Host.id, Host.name, Host.address, Host.cpus, Run.facts)
+            select(Run.host_index, Host.id, Host.name, Host.address, Host.cpus, Run.facts,
+                   Run.trial, Run.processor, Host.healthy, Host.health_note)
             .join(Host, Host.id == Run.host_id)
             .where(Run.experiment_id == experiment_id)
             .order_by(Run.id)
-        ).all()
+        ).all()  # fmt: skip
         config = ExperimentConfig.model_validate(json.loads(row.spec))
         # What each arm really ran with: an A/A runs the baseline's on every arm.
         arm_configs = (config.as_aa() if row.kind == "aa" else config).arms
         artifacts = Path(row.artifacts_dir)
         # By index and host: a host that died is replaced, and both ran for that index.
         hosts: dict[tuple[int, int], HostReport] = {}
-        for index, host_id, name, address, cpus, facts in host_rows:
+        seats = [
+            Seat(trial, index, name, processor, None if healthy else (note or "unhealthy"))
+            for index, _, name, _, _, _, trial, processor, healthy, note in host_rows
+        ]
+        for index, host_id, name, address, cpus, facts, *_ in host_rows:
             hosts.setdefault(
                 (index, host_id),
                 HostReport(
@@ -452,6 +459,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         notes=why_notes(why)
         + host_notes(tuple(hosts.values()), arm_classes=arm_classes)
         + host_pair_notes(analysis, pairs)
+        + handover_notes(seats)
         + measurement_notes(records, trial_notes, calibration)
         + load_notes(
             _load_summaries(artifacts / "runs", records), engine_steal_ms=_engine_steal_ms(records)

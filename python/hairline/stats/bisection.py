@@ -43,11 +43,12 @@ __all__ = [
     "Step",
     "experiments_needed",
     "next_step",
+    "stopped",
 ]
 
 Outcome = Literal["regression", "improvement", "no change", "inconclusive"]
 OUTCOMES: tuple[Outcome, ...] = ("regression", "improvement", "no change", "inconclusive")
-Status = Literal["culprit", "none", "gradual", "inconclusive", "budget"]
+Status = Literal["culprit", "none", "gradual", "inconclusive", "budget", "failed"]
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,14 @@ def _narrow(revisions: int, tested: Sequence[Measured]) -> _Range:
         elif step.candidate > known.low:
             known.low = step.candidate
     return known
+
+
+def stopped(revisions: int, tested: Sequence[Measured], reason: str) -> Finished:
+    """A bisection a step's experiment stopped by failing (a build, the service): status
+    ``failed`` with the range narrowed by the steps ``tested`` before it."""
+    _check_revisions(revisions)
+    known = _narrow(revisions, tested)
+    return Finished("failed", None, known.low, known.high, reason)
 
 
 def next_step(

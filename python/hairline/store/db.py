@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -119,8 +120,15 @@ class Store:
         self.engine.dispose()
 
 
-def open_store(url: str | None = None, *, home: Path = DEFAULT_HOME) -> Store:
-    """Connect to ``url`` (default :func:`default_url`) and migrate it to the newest schema."""
+def open_store(
+    url: str | None = None, *, home: Path = DEFAULT_HOME, read_only: bool = False
+) -> Store:
+    """Connect to ``url`` (default :func:`default_url`) and migrate it to the newest schema.
+
+    ``read_only`` (the commands that only list or show): the database must exist and be at
+    the newest schema; nothing is created, migrated or written (SQLite opened without
+    creating the file and with ``query_only``, PostgreSQL in read-only transactions), so
+    that listing a shared lab from a laptop changes nothing in it."""
     url = url or default_url(home)
     try:
         parsed = make_url(url)
@@ -132,35 +140,84 @@ def open_store(url: str | None = None, *, home: Path = DEFAULT_HOME) -> Store:
     options: dict[str, Any] = {}
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
-        if database and database != ":memory:":
+        if read_only:
+            parsed = _sqlite_existing(parsed, url)
+        elif database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         options["connect_args"] = {"timeout": 30}
-    elif parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
-        # psycopg 3 is the driver hairline installs; plain postgresql:// means it.
-        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif parsed.get_backend_name() == "postgresql":
+        if parsed.drivername == "postgresql":
+            # psycopg 3 is the driver hairline installs; plain postgresql:// means it.
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        if read_only:
+            options["connect_args"] = {"options": "-c default_transaction_read_only=on"}
     try:
         engine = create_engine(parsed, **options)
     except Exception as err:  # a missing driver, a bad option
         raise ConfigError(f"{url_shown(url)!r}: {err}", hint="check the database URL") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+        if read_only:
+            event.listen(engine, "connect", _sqlite_query_only)
     else:
         _ping_when_idle(engine)
-    home.mkdir(parents=True, exist_ok=True)
     try:
-        _migrate(engine, home)
+        if read_only:
+            _check_head(engine, url)
+        else:
+            home.mkdir(parents=True, exist_ok=True)
+            _migrate(engine, home)
     except OperationalError as err:
         engine.dispose()
         raise ConfigError(
             f"cannot open the database {url_shown(url)}: {str(err.orig).strip()}",
             hint="check that the server runs and the URL (user, host, database) is right",
         ) from None
+    except ConfigError:
+        engine.dispose()
+        raise
     return Store(
         url=url,
         engine=engine,
         sessions=sessionmaker(engine, expire_on_commit=False),
         home=home.resolve(),
     )
+
+
+_NO_LAB_HINT = (
+    "a lab's database is made by its first `hairline run`, `hairline lab process` or "
+    "`hairline serve`; to read another lab's, give --db URL or set $HAIRLINE_DB, or "
+    "$HAIRLINE_DB_FILE to a file holding the URL (docs/scale-out.md)"
+)
+
+
+def _sqlite_existing(parsed: URL, url: str) -> URL:
+    """The SQLite URL opened read-write but never created (``mode=rw``: a missing file is
+    an error, not an empty new database)."""
+    database = parsed.database or ""
+    if not database or database == ":memory:" or not Path(database).is_file():
+        raise ConfigError(f"no lab database at {url_shown(url)}", hint=_NO_LAB_HINT)
+    path = quote(str(Path(database).resolve()))
+    return parsed.set(database=f"file:{path}", query={"mode": "rw", "uri": "true"})
+
+
+def _sqlite_query_only(dbapi_connection: Any, _record: Any) -> None:
+    # After _sqlite_pragmas: a statement that would write raises instead. Read-write mode
+    # (not mode=ro) lets the last connection to close remove the -wal and -shm files.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA query_only=ON")
+    cursor.close()
+
+
+def _check_head(engine: Engine, url: str) -> None:
+    if not _at_head(engine):
+        raise ConfigError(
+            f"the database {url_shown(url)} is not at this hairline's schema ({SCHEMA_HEAD}); "
+            "a command that only reads does not migrate it",
+            hint="a command that writes (`hairline lab process`, `hairline serve`) brings a "
+            "lab's database to the newest schema; a file that is not a lab's: check --db, "
+            "--home, $HAIRLINE_DB and $HAIRLINE_DB_FILE",
+        )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "TraceRequest",
     "check_output_path",
     "encode_request",
+    "encode_trace",
     "header_problem",
     "parse_trace_text",
     "path_without_query",
@@ -495,18 +496,16 @@ def check_output_path(path: Path) -> None:
         )
 
 
-def write_trace(
-    path: str | os.PathLike[str],
-    header: Mapping[str, Json] | None,
-    requests: Iterable[TraceRequest],
-) -> Path:
-    """Write a trace atomically; every request is checked first. Returns the path.
+def encode_trace(
+    header: Mapping[str, Json] | None, requests: Iterable[TraceRequest], *, target: str
+) -> str:
+    """A trace's text (JSONL); every request is checked first. ``target`` names where it
+    goes, for the errors.
 
     ``header`` holds free-form provenance (``source``, ``created``, ...); its
     ``hairline_trace`` version is set here. An empty trace, and one with more than
     :data:`MAX_ENDPOINTS` labels, are refused, as the engine refuses to replay them.
     """
-    p = Path(path)
     head: dict[str, Json] = {"hairline_trace": TRACE_VERSION}
     head.update({k: v for k, v in (header or {}).items() if k != "hairline_trace"})
     problem = _json_value_problem(head)
@@ -519,18 +518,27 @@ def write_trace(
         labels.add(r.label)
         if len(labels) > MAX_ENDPOINTS:
             raise DataError(
-                f"cannot write {p}: more than {MAX_ENDPOINTS:,} endpoint labels, which the "
+                f"cannot write {target}: more than {MAX_ENDPOINTS:,} endpoint labels, which the "
                 f"engine refuses to replay (the {MAX_ENDPOINTS + 1:,}th is {r.label!r})",
                 hint=LABELS_HINT,
             )
     if len(lines) == 1:
         raise DataError(
-            f"nothing to write to {p}: no requests are left",
+            f"nothing to write to {target}: no requests are left",
             hint="the engine cannot replay an empty trace; loosen the filter or sample",
         )
+    return "\n".join(lines) + "\n"
+
+
+def write_trace(
+    path: str | os.PathLike[str],
+    header: Mapping[str, Json] | None,
+    requests: Iterable[TraceRequest],
+) -> Path:
+    """Write a trace atomically (:func:`encode_trace`'s text). Returns the path."""
+    p = Path(path)
+    text = encode_trace(header, requests, target=str(p))
     check_output_path(p)
     with atomic_path(p) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as f:
-        for line in lines:
-            f.write(line)
-            f.write("\n")
+        f.write(text)
     return p

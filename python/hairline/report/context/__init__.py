@@ -39,6 +39,8 @@ from hairline.report.context.model import (
     HostReport,
 )
 from hairline.report.context.notes import (
+    Seat,
+    handover_notes,
     host_notes,
     late_ticks_steal_explains,
     load_notes,
@@ -76,6 +78,7 @@ __all__ = [
     "HostPair",
     "HostReport",
     "MetricTrials",
+    "Seat",
     "Status",
     "TrialValue",
     "aa_text",
@@ -93,6 +96,7 @@ __all__ = [
     "function_lines",
     "function_summary",
     "functions_json",
+    "handover_notes",
     "headline",
     "host_notes",
     "host_pair_notes",

@@ -1,10 +1,12 @@
 """What a reader must know beside the verdict: hosts that differ, hardware mode, the
-engine's load gates that failed, and what else ran at the same time.
+engine's load gates that failed, what else ran at the same time, and what changed hands
+(another processor, a lost host's replacement).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hairline.hosts.similar import mismatches
@@ -12,12 +14,68 @@ from hairline.lab.concurrency import Overlap
 from hairline.report.context.model import HostReport
 
 __all__ = [
+    "Seat",
+    "handover_notes",
     "host_notes",
     "late_ticks_steal_explains",
     "load_notes",
     "overlap_notes",
     "trials_text",
 ]
+
+
+@dataclass(frozen=True)
+class Seat:
+    """Where one arm of one batch ran: the trial, the host index the observations use, the
+    host there, the processor that ran it, and the host's note if it is now unhealthy."""
+
+    trial: int
+    host: int
+    name: str
+    processor: str
+    lost: str | None = None
+
+
+def _trials(indices: Sequence[int]) -> str:
+    low, high = min(indices) + 1, max(indices) + 1
+    return f"trial {low}" if low == high else f"trials {low}-{high}"
+
+
+def handover_notes(seats: Sequence[Seat]) -> tuple[str, ...]:
+    """What changed hands while the experiment ran, in the order it ran (``seats`` in run
+    order): another processor taking it over, and a host index whose host was replaced
+    (a host lost mid-trial is marked unhealthy and its trial runs again elsewhere)."""
+    notes: list[str] = []
+    processors = list(dict.fromkeys(s.processor for s in seats))
+    if len(processors) > 1:
+        ran = ", ".join(
+            f"{p} ({_trials([s.trial for s in seats if s.processor == p])})" for p in processors
+        )
+        notes.append(
+            f"run by {len(processors)} processors in turn: {ran}; each took over when the one "
+            "before let go (it died or lost the database, and its lease lapsed; or it gave "
+            "the experiment back while it waited); a trial left unfinished is run again from "
+            "its start"
+        )
+    for index in sorted({s.host for s in seats}):
+        mine = [s for s in seats if s.host == index]
+        names = list(dict.fromkeys(s.name for s in mine))
+        if len(names) < 2:
+            continue
+        lost = [
+            f"{n} was lost ({reason}; now marked unhealthy)"
+            for n in names[:-1]
+            if (reason := next((s.lost for s in mine if s.name == n and s.lost), None))
+        ]
+        hands = ", then ".join(
+            f"{n} ({_trials([s.trial for s in mine if s.name == n])})" for n in names
+        )
+        gone = f"; {'; '.join(lost)}" if lost else ""
+        notes.append(
+            f"host {index} changed hands: {hands}{gone}; a trial a lost host interrupted is run "
+            "again from its start"
+        )
+    return tuple(notes)
 
 
 def host_notes(
