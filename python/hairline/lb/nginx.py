@@ -95,10 +95,6 @@ def _block(text: str, upstream: str, path: Path) -> tuple[int, int]:
     )
 
 
-def _tokens(params: str) -> list[str]:
-    return params.split()
-
-
 def _weight_of(tokens: list[str], path: Path, number: int) -> int:
     if "down" in tokens:
         return 0
@@ -143,7 +139,7 @@ def parse_upstream(text: str, upstream: str, path: Path) -> list[UpstreamServer]
                 hint="end its line with a comment naming it, e.g. `server 10.0.0.1:8080 "
                 "weight=10;  # web1` ([test] servers name servers so)",
             )
-        tokens = _tokens(match["params"])
+        tokens = match["params"].split()
         servers.append(
             UpstreamServer(name, match["address"], _weight_of(tokens, path, number), number)
         )
@@ -198,7 +194,7 @@ def with_weights(text: str, upstream: str, weights: Mapping[str, int], path: Pat
         ending = line[len(line.rstrip("\r\n")) :]
         match = _SERVER.match(line.rstrip("\r\n"))
         assert match is not None  # parse_upstream matched it
-        params = " ".join(_reweighted(_tokens(match["params"]), weight))
+        params = " ".join(_reweighted(match["params"].split(), weight))
         lines[index] = (
             f"{match['indent']}server {match['address']}{' ' + params if params else ''};"
             f"{match['rest']}{ending}"
@@ -229,16 +225,22 @@ class NginxUpstream:
         return f"nginx {self.config} upstream {self.upstream} ({self.upstream_file})"
 
     def weights(self) -> dict[str, int]:
-        return {s.name: s.weight for s in parse_upstream(self._read(), self.upstream, self._path)}
+        return {
+            s.name: s.weight
+            for s in parse_upstream(self._read(), self.upstream, self.upstream_file)
+        }
 
     def addresses(self) -> dict[str, str]:
-        return {s.name: s.address for s in parse_upstream(self._read(), self.upstream, self._path)}
+        return {
+            s.name: s.address
+            for s in parse_upstream(self._read(), self.upstream, self.upstream_file)
+        }
 
     def set_weights(self, weights: Mapping[str, int]) -> None:
         """Rewrite the upstream file with ``weights`` and reload nginx; if nginx refuses the
         new file, the old one is put back and the error names nginx's complaint."""
         before = self._read()
-        after = with_weights(before, self.upstream, weights, self._path)
+        after = with_weights(before, self.upstream, weights, self.upstream_file)
         self._write(after)
         try:
             self.reload()
@@ -269,10 +271,11 @@ class NginxUpstream:
                 f"were in {self.upstream_file}",
             )
         # New workers serve the new weights; the old ones keep accepting until they have
-        # taken the master's "quit", and leave once their requests are done (their idle
-        # kept-alive connections are closed at once). Measured here, a reload under 1,500
-        # requests/s was over within milliseconds; the old workers' exit is the sign that
-        # only the new weights serve.
+        # the master's "quit" (it waits 100 ms after starting the new ones before it sends
+        # it), and leave once their requests are done (idle kept-alive connections are
+        # closed at once). So the old workers' exit is the sign that only the new weights
+        # serve: under 1,500 requests/s here, new workers 7.5 ms after the reload command,
+        # the old ones gone at 109 ms (medians of 20, docs/kraken.md).
         deadline = time.monotonic() + self.reload_timeout_s
         started = False
         while time.monotonic() < deadline:
@@ -290,10 +293,6 @@ class NginxUpstream:
             f"of reloading {self.config}",
             hint="see nginx's error log for why (its `error_log`)",
         )
-
-    @property
-    def _path(self) -> Path:
-        return self.upstream_file
 
     def _read(self) -> str:
         try:
