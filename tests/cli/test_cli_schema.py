@@ -26,6 +26,7 @@ EXAMPLES = ROOT / "examples"
 EXAMPLE_KINDS = {
     "kraken/cluster.toml": "kraken",
     "kraken/server.toml": "kraken",
+    "kraken/nginx.toml": "kraken",
     "kraken/health.toml": "kraken-health",
     "nginx-config/experiment.toml": "experiment",
     "nginx-config/service.toml": "service",

@@ -50,9 +50,15 @@ def kraken_file(
     max_duration_s: float = 60,
     per_server: float | None = None,
 ) -> Path:
-    """A Kraken file with a 1 s control interval, its [lb] socket and users' URL the fleet's
-    (or ``socket``), so that it runs without --local-fleet."""
+    """A Kraken file with a 1 s control interval, its [lb] and users' URL the fleet's (or,
+    for a HAProxy fleet, ``socket``), so that it runs without --local-fleet."""
     path = folder / "kraken.toml"
+    lb = fleet.lb_spec
+    if lb.kind == "nginx":
+        where = f'config = "{lb.config}"\nupstream_file = "{lb.upstream_file}"\n'
+    else:
+        where = f'socket = "{socket or lb.socket}"\n'
+
     start = f"start_share = {start_share}\n" if start_share is not None else ""
     if per_server is not None:  # no server test first
         start += f"per_server_capacity_per_s = {per_server}\n"
@@ -69,9 +75,8 @@ sample_interval_s = 0.5
 max_duration_s = {max_duration_s}
 {start}{extra_test}
 [lb]
-kind = "haproxy"
-socket = "{socket or fleet.socket_path}"
-backend = "{fleet.backend}"
+kind = "{lb.kind}"
+{where}backend = "{lb.backend}"
 
 [traffic]
 rate_per_s = {rate_per_s}

@@ -10,6 +10,8 @@ import pytest
 from hairline.errors import ConfigError
 from hairline.kraken.file import KrakenTest, load_kraken_file
 from hairline.kraken.health import Level
+from hairline.kraken.run import plan_of
+from hairline.lb.balancer import LbSpec
 
 KRAKEN = """\
 health = "health.toml"
@@ -165,3 +167,32 @@ def test_missing_files_and_tables(tmp_path: Path) -> None:
     assert "lbs: unknown field" in message
     message = problems_of(tmp_path, KRAKEN + 'trace = "missing.jsonl"\n')
     assert "traffic.trace: no such file" in message
+
+
+def test_an_nginx_lb_takes_its_files_from_the_files_folder_and_no_socket(tmp_path: Path) -> None:
+    nginx = 'kind = "nginx"\nconfig = "nginx.conf"\nupstream_file = "conf.d/web.conf"'
+    kraken = KRAKEN.replace('kind = "haproxy"\nsocket = "/run/haproxy/admin.sock"', nginx)
+    lb = load_kraken_file(write(tmp_path, kraken)).lb
+    assert (lb.kind, lb.socket, lb.backend) == ("nginx", None, "web")
+    assert lb.config == str(tmp_path / "nginx.conf")
+    assert lb.upstream_file == str(tmp_path / "conf.d" / "web.conf")
+    message = problems_of(
+        tmp_path, kraken.replace('kind = "nginx"', 'kind = "nginx"\nsocket = "a"')
+    )
+    assert "kraken.toml:18: lb.socket: socket is haproxy's, and this load balancer is" in message
+    assert (
+        'fix: remove it (nginx takes config and upstream_file), or write kind = "haproxy"'
+        in message
+    )
+
+
+def test_a_file_without_its_lbs_paths_asks_for_them_or_a_local_fleet(tmp_path: Path) -> None:
+    kraken = KRAKEN.replace(
+        'kind = "haproxy"\nsocket = "/run/haproxy/admin.sock"', 'kind = "nginx"'
+    )
+    test = load_kraken_file(write(tmp_path, kraken))
+    with pytest.raises(ConfigError) as caught:
+        plan_of(test)
+    assert "[lb] config is missing: nginx's main configuration" in caught.value.message
+    assert caught.value.hint is not None and "--local-fleet N" in caught.value.hint
+    assert plan_of(test, local_fleet=True).lb == LbSpec("nginx", "web")

@@ -46,7 +46,7 @@ def test_done_leaves_the_weights_to_the_controller(
     5 s silence."""
     log = tmp_path / "watchdog.log"
     original = lb.weights()
-    with Watchdog(lb.socket_path, lb.backend, original, silence_s=5, log_path=log) as dog:
+    with Watchdog(kraken_fleet.lb_spec, original, silence_s=5, log_path=log) as dog:
         lb.set_weights(SHIFTED)
         dog.beat()
         lb.set_weights({"web1": 33})  # as if the controller restored something else
@@ -63,7 +63,7 @@ def test_a_silent_controller_gets_its_weights_restored(
     pauses recorded on this machine are 33 to 46 ms (bench/RESULTS.md)."""
     log = tmp_path / "watchdog.log"
     original = lb.weights()
-    with Watchdog(lb.socket_path, lb.backend, original, silence_s=0.5, log_path=log) as dog:
+    with Watchdog(kraken_fleet.lb_spec, original, silence_s=0.5, log_path=log) as dog:
         lb.set_weights(SHIFTED)
         took_s = wait_for(lambda: lb.weights() == original, timeout_s=3)
         assert took_s < 1.5
@@ -77,11 +77,13 @@ _CONTROLLER = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from hairline.lb.haproxy import HAProxyRuntime
+    from hairline.lb.balancer import LbSpec
+    from hairline.lb.factory import open_balancer
     from hairline.kraken.watchdog import Watchdog
-    lb = HAProxyRuntime(Path(sys.argv[1]), "web")
+    spec = LbSpec.from_json(sys.argv[1])
+    lb = open_balancer(spec)
     original = lb.weights()
-    with Watchdog(lb.socket_path, "web", original, silence_s=30, log_path=Path(sys.argv[2])):
+    with Watchdog(spec, original, silence_s=30, log_path=Path(sys.argv[2])):
         lb.set_weights(json.loads(sys.argv[3]))
         print("shifted", flush=True)
         time.sleep(60)
@@ -99,7 +101,14 @@ def test_sigkill_of_the_controller_restores_the_weights_at_once(
     log = tmp_path / "watchdog.log"
     original = lb.weights()
     controller = subprocess.Popen(
-        [sys.executable, "-c", _CONTROLLER, str(lb.socket_path), str(log), json.dumps(SHIFTED)],
+        [
+            sys.executable,
+            "-c",
+            _CONTROLLER,
+            kraken_fleet.lb_spec.to_json(),
+            str(log),
+            json.dumps(SHIFTED),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

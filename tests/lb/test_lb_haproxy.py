@@ -10,7 +10,8 @@ import pytest
 
 from hairline.errors import LoadBalancerError
 from hairline.kraken.fleet import LocalFleet
-from hairline.lb.haproxy import MAX_WEIGHT, HAProxyRuntime, share_of, weights_for_share
+from hairline.lb.balancer import MAX_WEIGHT, share_of, weights_for_share
+from hairline.lb.haproxy import HAProxyRuntime
 
 WEB = ("web1", "web2", "web3", "web4")
 

@@ -3,8 +3,9 @@
 The file (docs/kraken.md) names the servers under test, the load balancer, the users'
 traffic and the health metrics; ``--local-fleet N`` starts a cluster on loopback to run it
 against. Exit status 0: the test finished with a capacity; 2: a user error or an abort (a
-metric without samples, HAProxy unreachable, SIGINT/SIGTERM). The original weights are back
-when it exits, whatever the path; if it is killed, its watchdog puts them back.
+metric without samples, the load balancer unreachable, SIGINT/SIGTERM). The original
+weights are back when it exits, whatever the path; if it is killed, its watchdog puts them
+back.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ __all__ = ["kraken"]
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--local-fleet", "local_fleet", type=click.IntRange(1, 32), default=None, metavar="N",
-    help="Start N sample services, a limited cache and HAProxy on loopback and test them "
-    "(fills in [lb] socket and the users' URL).",
+    help="Start N sample services, a limited cache and the [lb] kind's balancer (HAProxy or "
+    "nginx) on loopback and test them (fills in [lb]'s paths and the users' URL).",
 )  # fmt: skip
 @click.option("--json", "json_path", type=OutputFile(), default=None,
               help="Write the results as JSON here ('-' for stdout).")  # fmt: skip
@@ -82,10 +83,15 @@ def kraken(
             out.print(progress_line(phase, step), markup=False, highlight=False, soft_wrap=True)
 
     if local_fleet is not None:
-        with LocalFleet(FleetSpec(servers=local_fleet)) as fleet:
+        with LocalFleet(FleetSpec(servers=local_fleet), lb=plan.lb.kind) as fleet:
+            where = (
+                f"upstream file {fleet.upstream_file}"
+                if fleet.lb == "nginx"
+                else f"admin socket {fleet.socket_path}"
+            )
             out.print(
-                f"local fleet: {', '.join(fleet.servers)} and rest behind HAProxy "
-                f"{fleet.frontend_url} (admin socket {fleet.socket_path})",
+                f"local fleet: {', '.join(fleet.servers)} and rest behind "
+                f"{fleet.balancer_name} {fleet.frontend_url} ({where})",
                 markup=False,
             )
             result = run_kraken(plan, fleet=fleet, on_step=on_step, watchdog_log=watchdog_log)

@@ -43,7 +43,8 @@ from hairline.kraken.results import (
 )
 from hairline.kraken.series import SeriesStore
 from hairline.kraken.watchdog import Watchdog
-from hairline.lb.haproxy import HAProxyRuntime, share_of, weights_for_share
+from hairline.lb.balancer import LbSpec, LoadBalancer, share_of, weights_for_share
+from hairline.lb.factory import open_balancer
 
 __all__ = ["Controller", "PhaseSpec"]
 
@@ -92,14 +93,20 @@ class _Scrapes:
 
 @dataclass
 class Controller:
-    """Runs phases against one load balancer while ``load`` sends the users' traffic."""
+    """Runs phases against one load balancer while ``load`` sends the users' traffic. The
+    balancer is built from ``balancer`` by :func:`~hairline.lb.factory.open_balancer`, here
+    and in the watchdog's process: nothing here knows which kind it is."""
 
-    lb: HAProxyRuntime
+    balancer: LbSpec
     metrics_urls: Mapping[str, str]
     load: ControlledLoad
     on_step: Callable[[Step], None] = lambda step: None
     watchdog_log: Path | None = None
     clock: Callable[[], float] = time.monotonic
+    lb: LoadBalancer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lb = open_balancer(self.balancer)
 
     def run(self, spec: PhaseSpec) -> PhaseResult:
         original = self.lb.weights()
@@ -119,9 +126,8 @@ class Controller:
         run = _Run(self, spec, original, others, start)
         silence_s = 3 * spec.control_interval_s
         with Watchdog(
-            self.lb.socket_path, self.lb.backend, original,
-            silence_s=silence_s, log_path=self.watchdog_log,
-        ) as dog:  # fmt: skip
+            self.balancer, original, silence_s=silence_s, log_path=self.watchdog_log
+        ) as dog:
             try:
                 run.loop(dog)
             except KeyboardInterrupt:

@@ -73,15 +73,24 @@ class TestTable(TomlModel):
 
 
 class LbTable(TomlModel):
-    """``[lb]``: HAProxy's admin socket (``--local-fleet`` fills it in) and the backend
-    whose servers' weights the test moves."""
+    """``[lb]``: the load balancer, where it is (``--local-fleet`` fills that in) and the
+    backend whose servers' weights the test moves. HAProxy: its admin socket. nginx: its
+    main configuration and the file holding the upstream block, which hairline rewrites
+    and reloads (docs/kraken.md, "nginx as the load balancer")."""
 
-    kind: Literal["haproxy"] = "haproxy"
-    """The load balancer: HAProxy, through its runtime API."""
+    kind: Literal["haproxy", "nginx"] = "haproxy"
+    """The load balancer: "haproxy" (its runtime API) or "nginx" (an upstream file and a
+    graceful reload)."""
     socket: str | None = Field(default=None, min_length=1)
     """HAProxy's ``stats socket ... level admin``; ``--local-fleet`` fills it in."""
     backend: str = Field(min_length=1)
-    """The backend whose servers' weights the test moves."""
+    """The HAProxy backend, or the nginx ``upstream`` block, whose servers' weights move."""
+    config: str | None = Field(default=None, min_length=1)
+    """nginx: its main configuration (what ``nginx -c`` takes); ``--local-fleet`` fills it
+    in."""
+    upstream_file: str | None = Field(default=None, min_length=1)
+    """nginx: the file holding the upstream block (one named server a line), which the
+    main configuration includes and hairline rewrites; ``--local-fleet`` fills it in."""
 
 
 class TrafficTable(TomlModel):
@@ -123,7 +132,7 @@ class KrakenFile(TomlModel):
 
 @dataclass(frozen=True)
 class KrakenTest:
-    """A checked Kraken test file; ``lb.socket``, ``traffic.trace`` and ``health_path`` are
+    """A checked Kraken test file; ``lb``'s paths, ``traffic.trace`` and ``health_path`` are
     absolute (relative ones are taken from the file's folder)."""
 
     path: Path
@@ -173,6 +182,7 @@ def load_kraken_file(path: Path) -> KrakenTest:
         problems.at(path, text, loc, message, fix)
 
     test = _check_test(parsed.test, report)
+    _check_lb(parsed.lb, report)
     if health_path is not None and health:
         _check_health(health, test, path.name, health_path, problems)
     trace = parsed.traffic.trace
@@ -188,7 +198,10 @@ def load_kraken_file(path: Path) -> KrakenTest:
         path=path.resolve(),
         test=test,
         lb=parsed.lb.model_copy(
-            update={"socket": str(here / parsed.lb.socket) if parsed.lb.socket else None}
+            update={
+                name: str(here / value) if (value := getattr(parsed.lb, name)) else None
+                for name in _LB_PATHS
+            }
         ),
         traffic=parsed.traffic.model_copy(
             update={"trace": str(here / trace) if trace is not None else None}
@@ -222,6 +235,22 @@ def _check_health(
                 f"({test.sample_interval_s:g} s, [test] sample_interval_s of {name}): "
                 "its window would hold no samples",
                 f"make it at least {test.sample_interval_s:g} s",
+            )
+
+
+#: ``[lb]``'s paths, by the kind of load balancer they belong to.
+_LB_PATHS = {"socket": "haproxy", "config": "nginx", "upstream_file": "nginx"}
+
+
+def _check_lb(lb: LbTable, report: Report) -> None:
+    """``[lb]``'s fields belong to its kind: a socket to HAProxy, the files to nginx."""
+    for name, kind in _LB_PATHS.items():
+        if kind != lb.kind and getattr(lb, name) is not None:
+            wanted = [n for n, k in _LB_PATHS.items() if k == lb.kind]
+            report(
+                ("lb", name),
+                f"{name} is {kind}'s, and this load balancer is kind = {lb.kind!r}",
+                f'remove it ({lb.kind} takes {" and ".join(wanted)}), or write kind = "{kind}"',
             )
 
 

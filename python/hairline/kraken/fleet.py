@@ -1,12 +1,13 @@
 """``--local-fleet N``: a cluster on loopback for Kraken to load-test.
 
 N sample services (web1..webN) and "rest" (the rest of the region: one sample service with
-threads to spare and no cache) behind a real HAProxy (``balance roundrobin``, an admin
-socket for the weights), all sharing one ``sample-cache`` whose capacity is below the N
-servers' together, so the cluster saturates on the cache before N x per-server capacity, as
-Kraken's clusters did (Figure 8). The services sleep their work (``--work sleep``), so each
-worker thread acts as a CPU of its own and the whole fleet fits beside the engine on a
-2-CPU machine.
+threads to spare and no cache) behind a real load balancer, HAProxy (``balance roundrobin``,
+an admin socket for the weights) or nginx (weighted round robin, the upstream block in a
+file of its own that hairline rewrites and reloads), all sharing one ``sample-cache`` whose
+capacity is below the N servers' together, so the cluster saturates on the cache before N x
+per-server capacity, as Kraken's clusters did (Figure 8). The services sleep their work
+(``--work sleep``), so each worker thread acts as a CPU of its own and the whole fleet fits
+beside the engine on a 2-CPU machine.
 
 Every process is started with :func:`hairline.kit.procs.child_setup` (killed with its parent)
 and stopped when the ``with`` block ends, on every path.
@@ -20,18 +21,24 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from hairline.engine import find_engine
 from hairline.errors import HairlineError
 from hairline.kit.procs import child_setup, stop_process
+from hairline.lb.balancer import LbKind, LbSpec
 from hairline.lb.launch import (
     HAPROXY,
     Child,
     FolderOfChildren,
     free_port,
     haproxy_head,
+    nginx_config,
+    require_nginx,
     start_haproxy,
+    start_nginx,
 )
+from hairline.lb.nginx import NGINX
 
 __all__ = ["FleetSpec", "LocalFleet"]
 
@@ -80,13 +87,15 @@ class FleetSpec:
 class LocalFleet(FolderOfChildren):
     """The running fleet::
 
-    with LocalFleet(FleetSpec(servers=4)) as fleet:
-        fleet.socket_path, fleet.frontend_url, fleet.metrics_urls["web1"]
+    with LocalFleet(FleetSpec(servers=4), lb="nginx") as fleet:
+        fleet.lb_spec, fleet.frontend_url, fleet.metrics_urls["web1"]
     """
 
     spec: FleetSpec = field(default_factory=FleetSpec)
     engine: Path | None = None
+    lb: LbKind = "haproxy"
     haproxy: Path = HAPROXY
+    nginx: Path = NGINX
     backend: str = "web"
     folder: Path = field(init=False, default=Path())
     frontend_url: str = field(init=False, default="")
@@ -96,7 +105,27 @@ class LocalFleet(FolderOfChildren):
 
     @property
     def socket_path(self) -> Path:
+        """HAProxy's admin socket (an nginx fleet has none)."""
         return self.folder / "admin.sock"
+
+    @property
+    def upstream_file(self) -> Path:
+        """nginx's upstream file, which hairline rewrites (a HAProxy fleet has none)."""
+        return self.folder / "upstream.conf"
+
+    @property
+    def lb_spec(self) -> LbSpec:
+        """The fleet's load balancer, for :func:`hairline.lb.factory.open_balancer`."""
+        if self.lb == "nginx":
+            return LbSpec(
+                "nginx", self.backend, config=self.folder / "nginx.conf",
+                upstream_file=self.upstream_file,
+            )  # fmt: skip
+        return LbSpec("haproxy", self.backend, socket=self.socket_path)
+
+    @property
+    def balancer_name(self) -> Literal["HAProxy", "nginx"]:
+        return "nginx" if self.lb == "nginx" else "HAProxy"
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -113,6 +142,12 @@ class LocalFleet(FolderOfChildren):
     @property
     def pids(self) -> list[int]:
         return [c.proc.pid for c in self._children]
+
+    def _require(self) -> None:
+        if self.lb == "nginx":
+            require_nginx(self.nginx)
+        else:
+            super()._require()
 
     def _start_all(self) -> None:
         binary = str(self.engine or find_engine())
@@ -137,9 +172,23 @@ class LocalFleet(FolderOfChildren):
         )  # fmt: skip
         self.addresses["rest"] = rest.address
         port = free_port()
-        proc = start_haproxy(self.haproxy, self.folder, self._haproxy_config(port), port)
-        self._children.append(Child("haproxy", proc, f"127.0.0.1:{port}"))
+        if self.lb == "nginx":
+            self.upstream_file.write_text(self._nginx_upstream())
+            config = nginx_config(self.folder, port, self.upstream_file, self.backend)
+            proc = start_nginx(self.nginx, self.folder, config, port)
+        else:
+            proc = start_haproxy(self.haproxy, self.folder, self._haproxy_config(port), port)
+        self._children.append(Child(self.lb, proc, f"127.0.0.1:{port}"))
         self.frontend_url = f"http://127.0.0.1:{port}"
+
+    def _nginx_upstream(self) -> str:
+        """The upstream block (lb/nginx.py's format: each server line named by its comment),
+        with idle connections kept to the servers as HAProxy's ``http-reuse always``."""
+        servers = "\n".join(
+            f"    server {self.addresses[name]} weight={weight};  # {name}"
+            for name, weight in self.original_weights.items()
+        )
+        return f"upstream {self.backend} {{\n    keepalive 64;\n{servers}\n}}\n"
 
     def _haproxy_config(self, port: int) -> str:
         servers = "\n".join(
@@ -188,7 +237,7 @@ backend {self.backend}
         stop_process(child.proc)
 
     def _stop_children(self) -> None:
-        # HAProxy first, so that no request reaches a service that is going away.
+        # The balancer first, so that no request reaches a service that is going away.
         for child in reversed(self._children):
             self._stop(child)
         self._children.clear()

@@ -25,7 +25,8 @@ from hairline.kraken.fleet import LocalFleet
 from hairline.kraken.health import HealthMetric
 from hairline.kraken.promql import parse
 from hairline.kraken.results import KrakenResult, Step
-from hairline.lb.haproxy import HAProxyRuntime
+from hairline.lb.balancer import LbSpec
+from hairline.lb.factory import open_balancer
 
 __all__ = ["QUEUE_METRIC", "KrakenPlan", "plan_of", "queue_metric", "run_kraken"]
 
@@ -46,8 +47,8 @@ class KrakenPlan:
     control_interval_s: float
     sample_interval_s: float
     max_duration_s: float
-    socket: Path
-    backend: str
+    #: The load balancer whose weights move (a local fleet's replaces it).
+    lb: LbSpec
     rate_per_s: float
     start_share: float | None = None
     queue_limit_ms: float = 20.0
@@ -57,16 +58,40 @@ class KrakenPlan:
     url: str | None = None
 
 
+_NEEDED = {
+    "haproxy": {
+        "socket": (
+            "HAProxy's admin socket",
+            'write socket = "/run/haproxy/admin.sock" (a `stats socket ... level admin` of '
+            "HAProxy's config)",
+        ),
+    },
+    "nginx": {
+        "config": (
+            "nginx's main configuration",
+            'write config = "/etc/nginx/nginx.conf" (what `nginx -c` takes)',
+        ),
+        "upstream_file": (
+            "the file holding the upstream block, which hairline rewrites",
+            'write upstream_file = "/etc/nginx/conf.d/web-upstream.conf" (included by the '
+            "main configuration)",
+        ),
+    },
+}
+
+
 def plan_of(test: KrakenTest, *, local_fleet: bool = False) -> KrakenPlan:
-    """The plan of a checked Kraken file. Without ``local_fleet`` the file must name the
-    admin socket (``[lb] socket``)."""
+    """The plan of a checked Kraken file. Without ``local_fleet`` the file must say where
+    its load balancer is (``[lb] socket`` for HAProxy; ``config`` and ``upstream_file``
+    for nginx)."""
     t = test.test
-    if test.lb.socket is None and not local_fleet:
-        raise ConfigError(
-            f"{test.path}: [lb] socket is missing: HAProxy's admin socket",
-            hint='write socket = "/run/haproxy/admin.sock" (a `stats socket ... level '
-            "admin` of HAProxy's config), or run with --local-fleet N",
-        )
+    lb = test.lb
+    for name, (what, fix) in _NEEDED[lb.kind].items():
+        if getattr(lb, name) is None and not local_fleet:
+            raise ConfigError(
+                f"{test.path}: [lb] {name} is missing: {what}",
+                hint=f"{fix}, or run with --local-fleet N",
+            )
     return KrakenPlan(
         file=test.path,
         kind=t.kind,
@@ -76,8 +101,13 @@ def plan_of(test: KrakenTest, *, local_fleet: bool = False) -> KrakenPlan:
         control_interval_s=t.control_interval_s,
         sample_interval_s=t.sample_interval_s,
         max_duration_s=t.max_duration_s,
-        socket=Path(test.lb.socket or "."),
-        backend=test.lb.backend,
+        lb=LbSpec(
+            kind=lb.kind,
+            backend=lb.backend,
+            socket=Path(lb.socket) if lb.socket else None,
+            config=Path(lb.config) if lb.config else None,
+            upstream_file=Path(lb.upstream_file) if lb.upstream_file else None,
+        ),
         rate_per_s=test.traffic.rate_per_s,
         start_share=t.start_share,
         queue_limit_ms=t.queue_limit_ms,
@@ -177,16 +207,14 @@ def run_kraken(
     """Run the plan's test (and the server test before a cluster test without a
     per-server capacity); the weights are back as they were when this returns or raises."""
     if fleet is not None:
-        plan = replace(plan, socket=fleet.socket_path, backend=fleet.backend)
-        plan = replace(plan, url=plan.url or fleet.frontend_url)
+        plan = replace(plan, lb=fleet.lb_spec, url=plan.url or fleet.frontend_url)
     if not plan.url:
         raise ConfigError(
             f"{plan.file}: [traffic] url is missing: where the users' traffic goes",
             hint='write the load balancer\'s frontend, url = "http://127.0.0.1:8080", '
             "or run with --local-fleet N",
         )
-    lb = HAProxyRuntime(plan.socket, plan.backend)
-    addresses = fleet.addresses if fleet is not None else lb.addresses()
+    addresses = fleet.addresses if fleet is not None else open_balancer(plan.lb).addresses()
     metrics_urls = {name: f"http://{address}/metrics" for name, address in addresses.items()}
     binary = engine or find_engine()
     with tempfile.TemporaryDirectory(prefix="hairline-kraken-") as tmp:
@@ -202,7 +230,7 @@ def run_kraken(
             spin_us=0,
         )
         with ControlledLoad(load_plan, engine=binary) as load:
-            controller = Controller(lb, metrics_urls, load, watchdog_log=watchdog_log)
+            controller = Controller(plan.lb, metrics_urls, load, watchdog_log=watchdog_log)
             server_test = None
             per_server = plan.per_server_capacity_per_s
             notes: list[str] = []

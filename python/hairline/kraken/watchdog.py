@@ -29,7 +29,8 @@ from types import TracebackType
 from typing import IO
 
 from hairline.errors import LoadBalancerError
-from hairline.lb.haproxy import HAProxyRuntime
+from hairline.lb.balancer import LbSpec, LoadBalancer
+from hairline.lb.factory import open_balancer
 
 __all__ = ["RESTORE_TRIES_S", "Watchdog", "main"]
 
@@ -41,7 +42,7 @@ _READY = "ready"
 class Watchdog:
     """The controller's handle on a watchdog process::
 
-    with Watchdog(socket_path, "web", original, silence_s=6.0, log_path=log) as dog:
+    with Watchdog(lb_spec, original, silence_s=6.0, log_path=log) as dog:
         dog.beat()      # at every sample; raises LoadBalancerError if it is gone
         ...
         dog.done()      # after the controller restored the weights itself
@@ -49,8 +50,7 @@ class Watchdog:
 
     def __init__(
         self,
-        socket_path: Path,
-        backend: str,
+        lb: LbSpec,
         original: Mapping[str, int],
         *,
         silence_s: float,
@@ -59,7 +59,7 @@ class Watchdog:
     ) -> None:
         self._command = [
             sys.executable, "-m", "hairline.kraken.watchdog",
-            "--socket", str(socket_path), "--backend", backend,
+            "--lb", lb.to_json(),
             "--weights", json.dumps(dict(original)), "--silence-s", str(silence_s),
             *(["--log", str(log_path)] if log_path is not None else []),
         ]  # fmt: skip
@@ -162,7 +162,7 @@ def _log(out: IO[str], message: str) -> None:
     out.flush()
 
 
-def _restore(lb: HAProxyRuntime, original: Mapping[str, int], out: IO[str]) -> bool:
+def _restore(lb: LoadBalancer, original: Mapping[str, int], out: IO[str]) -> bool:
     deadline = time.monotonic() + RESTORE_TRIES_S
     while True:
         try:
@@ -196,14 +196,15 @@ def _watch(stdin: IO[str], silence_s: float, out: IO[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hairline.kraken.watchdog")
-    parser.add_argument("--socket", required=True, type=Path, help="HAProxy's admin socket")
-    parser.add_argument("--backend", required=True)
+    parser.add_argument(
+        "--lb", required=True, help="the load balancer, as JSON (hairline.lb.balancer.LbSpec)"
+    )
     parser.add_argument("--weights", required=True, help="the original weights, as JSON")
     parser.add_argument("--silence-s", required=True, type=float)
     parser.add_argument("--log", type=Path, help="append the log here (default: stderr)")
     args = parser.parse_args(argv)
     original = {str(k): int(v) for k, v in json.loads(args.weights).items()}
-    lb = HAProxyRuntime(args.socket, args.backend)
+    lb = open_balancer(LbSpec.from_json(args.lb))
     out: IO[str] = open(args.log, "a") if args.log else sys.stderr  # noqa: SIM115
     # A SIGTERM to the watchdog is someone ending the test: restore, as on a dead controller.
     signal.signal(signal.SIGTERM, _stop)

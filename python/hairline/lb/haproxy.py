@@ -1,47 +1,19 @@
-"""Load-balancer weights, the one lever Kraken pulls: an adapter protocol, HAProxy's runtime
-API over its admin socket, and the integer weights that give the servers under test a share.
-
-Kraken shifts live traffic by changing weights (Kraken 4.1), so the controller needs only
-``weights`` and ``set_weights``; an Envoy or cloud adapter implements the same protocol.
+"""HAProxy as a Kraken load balancer: its runtime API over the admin socket (all of a weight
+change in one command line, server states, ``show stat`` rows). It implements
+:class:`hairline.lb.balancer.LoadBalancer`; :func:`hairline.lb.factory.open_balancer`
+builds it from an ``[lb] kind = "haproxy"``.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
 
 from hairline.errors import LoadBalancerError
+from hairline.lb.balancer import MAX_WEIGHT
 
-__all__ = [
-    "MAX_WEIGHT",
-    "HAProxyRuntime",
-    "LoadBalancer",
-    "runtime_command",
-    "share_of",
-    "stat_rows",
-    "weights_for_share",
-]
-
-#: HAProxy's largest server weight (``set server ... weight`` refuses more).
-MAX_WEIGHT = 256
-
-
-class LoadBalancer(Protocol):
-    """The weights of one backend's servers, read and set while it serves."""
-
-    def weights(self) -> dict[str, int]:
-        """Server name -> current weight."""
-        ...
-
-    def set_weights(self, weights: Mapping[str, int]) -> None:
-        """Set the named servers' weights (the others keep theirs)."""
-        ...
-
-    def describe(self) -> str:
-        """Where the weights live, for messages (``haproxy /run/admin.sock backend web``)."""
-        ...
+__all__ = ["HAProxyRuntime", "runtime_command", "stat_rows"]
 
 
 class HAProxyRuntime:
@@ -159,52 +131,3 @@ def stat_rows(socket_path: Path) -> list[dict[str, str]]:
         )
     header = lines[0][2:].split(",")
     return [dict(zip(header, line.split(","), strict=False)) for line in lines[1:]]
-
-
-def share_of(weights: Mapping[str, int], servers_under_test: Sequence[str]) -> float:
-    """The share of a round-robin backend's requests the servers under test get."""
-    total = sum(weights.values())
-    return sum(weights.get(s, 0) for s in servers_under_test) / total if total else 0.0
-
-
-def weights_for_share(
-    servers_under_test: Sequence[str], others: Sequence[str] | Mapping[str, int], share: float
-) -> dict[str, int]:
-    """Integer weights (0..256) that give ``servers_under_test`` ``share`` of the traffic as
-    closely as possible. The servers under test are weighted alike (round robin spreads
-    their part evenly); ``others`` too, or, given as a mapping of their weights, in those
-    proportions (as nearly as integers allow), so that the rest of the region keeps its
-    own balance. Of equally close answers the one with the largest weights wins, so that
-    the next small step is still representable."""
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"share must be in [0, 1], got {share}")
-    if not servers_under_test:
-        raise ValueError("no servers under test")
-    proportions = dict(others) if isinstance(others, Mapping) else dict.fromkeys(others, 1)
-    if not any(proportions.values()) and proportions:
-        proportions = dict.fromkeys(proportions, 1)
-    if not proportions or share >= 1.0:
-        return {**dict.fromkeys(servers_under_test, MAX_WEIGHT), **dict.fromkeys(others, 0)}
-    if share <= 0.0:
-        return {**dict.fromkeys(servers_under_test, 0), **_scaled(proportions, MAX_WEIGHT)}
-    n = len(servers_under_test)
-    best: tuple[float, int, int, dict[str, int]] | None = None
-    for largest in range(1, MAX_WEIGHT + 1):
-        rest = _scaled(proportions, largest)
-        total = sum(rest.values())
-        # n*a / (n*a + total) = share  <=>  a = share * total / (n * (1 - share))
-        ideal = share * total / (n * (1.0 - share))
-        for a in {min(MAX_WEIGHT, max(0, int(ideal))), min(MAX_WEIGHT, int(ideal) + 1)}:
-            error = abs(n * a / (n * a + total) - share)
-            key = (round(error, 9), -(a + largest), a, rest)
-            if best is None or key[:3] < best[:3]:
-                best = key
-    assert best is not None
-    return {**dict.fromkeys(servers_under_test, best[2]), **best[3]}
-
-
-def _scaled(proportions: Mapping[str, int], largest: int) -> dict[str, int]:
-    """The weights in these proportions whose largest is ``largest`` (none below 1 that was
-    above 0, so that no server of the rest is drained by rounding)."""
-    top = max(proportions.values())
-    return {s: 0 if w <= 0 else max(1, round(w * largest / top)) for s, w in proportions.items()}

@@ -1,6 +1,8 @@
-"""Starting HAProxy on loopback: its configuration's head (an admin socket for the weights),
-the process in the foreground until its socket and port answer, and the base class of a
-fleet of children behind it (Kraken's ``--local-fleet``, semantic routing's fleet).
+"""Starting a load balancer on loopback: HAProxy (its configuration's head, an admin socket
+for the weights) or nginx (a main configuration including the upstream file whose weights
+hairline rewrites), each in the foreground until it is ready and its port answers; and the
+base class of a fleet of children behind one (Kraken's ``--local-fleet``, semantic
+routing's fleet).
 
 Every process is started with :func:`hairline.kit.procs.child_setup` (killed with its
 parent) and stopped when the ``with`` block ends, on every path.
@@ -29,8 +31,11 @@ __all__ = [
     "FolderOfChildren",
     "free_port",
     "haproxy_head",
+    "nginx_config",
     "require_haproxy",
+    "require_nginx",
     "start_haproxy",
+    "start_nginx",
 ]
 
 HAPROXY = Path("/usr/sbin/haproxy")
@@ -45,7 +50,8 @@ class Child:
 
 
 class FolderOfChildren(abc.ABC):
-    """What a loopback fleet shares: HAProxy required, a temporary folder for its configs,
+    """What a loopback fleet shares: its balancer required (HAProxy unless ``_require``
+    says otherwise), a temporary folder for its configs,
     sockets and logs, children started on ``with`` entry and stopped on every path out. A
     subclass starts them in :meth:`_start_all` and stops them in :meth:`_stop_children`."""
 
@@ -55,7 +61,7 @@ class FolderOfChildren(abc.ABC):
     _folder_prefix = "hairline-fleet-"
 
     def __enter__(self) -> Self:
-        require_haproxy(self.haproxy)
+        self._require()
         self._tmp = tempfile.TemporaryDirectory(prefix=self._folder_prefix)
         self.folder = Path(self._tmp.name)
         try:
@@ -72,6 +78,10 @@ class FolderOfChildren(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         self._stop_all()
+
+    def _require(self) -> None:
+        """Fail before starting anything if the balancer is not installed."""
+        require_haproxy(self.haproxy)
 
     @abc.abstractmethod
     def _start_all(self) -> None:
@@ -93,6 +103,14 @@ def require_haproxy(haproxy: Path) -> None:
         raise HairlineError(
             f"HAProxy not found at {haproxy}",
             hint="install it (`make sysdeps`, or `apt-get install haproxy`)",
+        )
+
+
+def require_nginx(nginx: Path) -> None:
+    if not nginx.exists():
+        raise HairlineError(
+            f"nginx not found at {nginx}",
+            hint="install it (`apt-get install nginx-light`, or `nginx`)",
         )
 
 
@@ -123,18 +141,74 @@ def start_haproxy(haproxy: Path, folder: Path, config: str, port: int) -> subpro
     socket ``folder/admin.sock`` exists and ``127.0.0.1:port`` accepts connections."""
     path = folder / "haproxy.cfg"
     path.write_text(config)
-    log = (folder / "haproxy.log").open("w")
+    return _start(
+        "HAProxy", [str(haproxy), "-db", "-f", str(path)], folder / "haproxy.log",
+        folder / "admin.sock", port, check=f"{haproxy} -c -f {path}",
+    )  # fmt: skip
+
+
+def nginx_config(folder: Path, port: int, upstream_file: Path, upstream: str) -> str:
+    """A loopback fleet's nginx main configuration: in the foreground (``daemon off``, a
+    master that reloads and one worker, as HAProxy's one thread), every path in ``folder``,
+    the upstream block included from ``upstream_file`` (the file hairline rewrites), the
+    frontend on ``127.0.0.1:port`` proxying to it over kept-alive HTTP/1.1 connections."""
+    tmp = folder / "nginx-tmp"
+    return f"""\
+daemon off;
+worker_processes 1;
+pid {folder / "nginx.pid"};
+error_log {folder / "nginx.log"} notice;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    include {upstream_file};
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
+"""
+
+
+def start_nginx(nginx: Path, folder: Path, config: str, port: int) -> subprocess.Popen[str]:
+    """Write ``config`` to ``folder/nginx.conf`` (from :func:`nginx_config`), start nginx's
+    master in the foreground on it (killed with its parent; its output in
+    ``folder/nginx.out``) and wait until its pid file exists and ``127.0.0.1:port``
+    accepts connections."""
+    path = folder / "nginx.conf"
+    path.write_text(config)
+    (folder / "nginx-tmp").mkdir(exist_ok=True)
+    return _start(
+        "nginx", [str(nginx), "-c", str(path)], folder / "nginx.out", folder / "nginx.pid",
+        port, check=f"{nginx} -t -c {path}",
+    )  # fmt: skip
+
+
+def _start(
+    name: str, command: list[str], log_path: Path, ready_file: Path, port: int, *, check: str
+) -> subprocess.Popen[str]:
+    """Start a balancer in the foreground (its output in ``log_path``, in its folder) and
+    wait until ``ready_file`` exists and ``127.0.0.1:port`` accepts connections."""
+    log = log_path.open("w")
     proc = subprocess.Popen(
-        [str(haproxy), "-db", "-f", str(path)],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=child_setup(), cwd=folder,
+        command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=child_setup(), cwd=log_path.parent,
     )  # fmt: skip
     log.close()
     deadline = time.monotonic() + _START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             break
-        if (folder / "admin.sock").exists():
+        if ready_file.exists():
             with (
                 contextlib.suppress(OSError),
                 socket.create_connection(("127.0.0.1", port), timeout=0.5),
@@ -142,9 +216,9 @@ def start_haproxy(haproxy: Path, folder: Path, config: str, port: int) -> subpro
                 return proc
         time.sleep(0.02)
     stop_process(proc)
-    text = (folder / "haproxy.log").read_text(errors="replace")
+    text = log_path.read_text(errors="replace")
     raise HairlineError(
-        f"HAProxy did not start on 127.0.0.1:{port} within {_START_TIMEOUT_S:.0f} s "
+        f"{name} did not start on 127.0.0.1:{port} within {_START_TIMEOUT_S:.0f} s "
         f"(exit status {proc.poll()}): {text.strip()[-2000:]}",
-        hint=f"run `{haproxy} -c -f {path}` to check it",
+        hint=f"run `{check}` to check it",
     )
