@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from hairline.collect.memory import MEMORY
 from hairline.collect.metric import Collector, Direction, MetricSpec
 from hairline.collect.summary import CPU, LOAD_SUMMARY
+from hairline.collect.switches import CONTEXT_SWITCHES
 
 __all__ = [
     "BUILTIN",
@@ -32,6 +33,7 @@ COLLECTORS: tuple[Collector, ...] = (
     CPU,
     MEMORY,
     LOAD_SUMMARY,
+    CONTEXT_SWITCHES,
 )
 
 # Metrics whose rows another part of the lab writes: one row per request (lab/latency.py,
