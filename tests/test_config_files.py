@@ -199,3 +199,19 @@ def test_the_three_sided_example_is_valid() -> None:
     example = Path(__file__).parents[1] / "examples" / "sample-service" / "three-sided.toml"
     config = load_experiment_file(example)
     assert config.comparisons == {"parent": "production", "change": "parent"}
+
+
+def test_a_collector_the_registry_does_not_know_is_named_with_the_ones_it_does(
+    tmp_path: Path,
+) -> None:
+    from hairline.lab.files import load_experiment_file
+
+    path = experiment(tmp_path, "duration_s = 2", "")
+    (tmp_path / "service.toml").write_text(
+        SERVICE.replace("[service.metrics]", 'collect = ["page_faults"]\n[service.metrics]')
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_experiment_file(path)
+    message = str(caught.value)
+    assert "service.collect: no optional collector 'page_faults'" in message, message
+    assert "use one of:" in message

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hairline.arms.local import free_port, wait_http_ok
-from hairline.collect.prometheus import parse_text, scrape
+from hairline.collect.prometheus import counters_per_request, parse_text, scrape
 from hairline.errors import HairlineError
 
 TEXT = """\
@@ -52,3 +52,20 @@ def test_scrape_a_real_endpoint_and_fail_clearly(tmp_path: Path) -> None:
         server.wait()
     with pytest.raises(HairlineError, match=f"cannot scrape metrics from http://127.0.0.1:{port}"):
         scrape(f"http://127.0.0.1:{port}/metrics", timeout_s=0.5)
+
+
+def test_a_counters_increase_per_request_overall_and_per_labelled_endpoint() -> None:
+    before = parse_text(
+        'reads_total 100\nrows_total{endpoint="/a"} 10\nrows_total{endpoint="/b"} 0\n'
+    )
+    after = parse_text(
+        'reads_total 300\nrows_total{endpoint="/a"} 70\nrows_total{endpoint="/b"} 5\n'
+    )
+
+    per_request = counters_per_request(
+        before, after, ["reads_total", "rows_total"],
+        requests=100, endpoint_requests={"/a": 30, "/b": 0},
+    )  # fmt: skip
+
+    # /b served nothing: no value rather than a division by zero.
+    assert per_request == {"reads_total": 2.0, "rows_total[/a]": 2.0}

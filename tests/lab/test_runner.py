@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pyarrow.compute as pc
 import pytest
 
 from hairline.arms.local import ArmSpec
+from hairline.collect.memory import PEAK_MEMORY
+from hairline.collect.registry import LATENCY, OPTIONAL, collectors_for
 from hairline.errors import ArmFailed
 from hairline.lab.runner import ArmDef, RunPlan, run_trials
 from hairline.stats.data import ARM_A, ARM_B
@@ -73,13 +76,18 @@ def test_one_trial_yields_every_metric_for_both_arms_and_leaves_nothing(
         sample_arm(engine_path, "A"),
         sample_arm(engine_path, "B", "--extra-reads", "2"),
     )
-    table = run_trials(plan(tmp_path, arms))
+    table = run_trials(plan(tmp_path, arms, collect=tuple(OPTIONAL)))
     assert own_children() == before
 
     obs = read_observations(write_observations(tmp_path / "obs.parquet", table))
     assert obs.arms == ("A", "B")
-    for metric in ("cpu_ns_per_request", "anon_memory_bytes", "latency_us", "error_rate"):
-        assert metric in obs.metrics
+    # Every metric of every collector (the optional ones turned on), and the per-request
+    # latency; the peak only where the arms' cgroups are v2.
+    registered = {m.name for c in collectors_for(OPTIONAL) for m in c.metrics}
+    record = json.loads((tmp_path / "run" / "t0b0a1.batch.json").read_text())
+    if not all(by.startswith("cgroup v2") for by in record["measured_by"].values()):
+        registered.discard(PEAK_MEMORY.name)
+    assert registered | {LATENCY.name} <= set(obs.metrics)
     samples = {metric: s for metric, _, s in obs.samples()}
     # Two batches (the fully balanced swap), one per-batch row per arm in each.
     cpu = samples["cpu_ns_per_request"]

@@ -24,6 +24,7 @@ from sqlalchemy import select
 
 from hairline.attribute.config import AttributionSpec
 from hairline.attribute.design import Run, run_groups
+from hairline.collect.registry import LATENCY
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, DataError, HairlineError
 from hairline.kit.atomic import write_text_atomic
@@ -127,7 +128,7 @@ def group_experiment(spec: AttributionSpec, group: Sequence[Run], folder: Path) 
         for r in group
     }
     load = spec.load(spec.treatments[group[0].treatment])
-    design = spec.experiment.design.model_copy(update={"trials": 1, "decide_on": ["latency_us"]})
+    design = spec.experiment.design.model_copy(update={"trials": 1, "decide_on": [LATENCY.name]})
     return spec.experiment.model_copy(
         update={"arms": arms, "baseline": arm_name(group[0]), "load": load, "design": design}
     )
@@ -224,7 +225,7 @@ def gather(store: Store, spec: AttributionSpec, plan: Plan) -> Measured:
         if table is None:
             raise DataError(f"experiment {experiment_id} has no observations",
                             hint="it ended without a done trial; rerun with --resume")  # fmt: skip
-        table = table.filter(pc.equal(table["metric"], "latency_us"))
+        table = table.filter(pc.equal(table["metric"], LATENCY.name))
         arms = table["arm"].to_numpy(zero_copy_only=False)
         values = table["value"].to_numpy()
         for run in group:

@@ -12,6 +12,7 @@ from hairline.cli._base import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, console, ma
 from hairline.cli._options import otlp_target, report_options, store_options
 from hairline.cli.experiments import emit_reports
 from hairline.cli.run import execute
+from hairline.collect.summary import CPU_PER_REQUEST
 from hairline.lab.demo import demo_config
 from hairline.store.db import open_store
 
@@ -74,7 +75,7 @@ def demo(
     if report.phase != "done":
         sys.exit(EXIT_ERROR)
     flagged = report.analysis is not None and any(
-        r.metric == "cpu_ns_per_request" and r.verdict.label == "regression"
+        r.metric == CPU_PER_REQUEST.name and r.verdict.label == "regression"
         for r in report.analysis.results
     )
     ok, message = demo_outcome(regress_cpu, flagged)

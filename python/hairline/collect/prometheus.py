@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import re
 import urllib.request
+from collections.abc import Mapping, Sequence
 
 from hairline.errors import HairlineError
 
-__all__ = ["Sample", "parse_text", "scrape"]
+__all__ = ["Sample", "counters_per_request", "parse_text", "scrape"]
 
 Sample = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -49,3 +50,29 @@ def scrape(url: str, *, timeout_s: float = 2.0) -> dict[Sample, float]:
             hint="check the service's metrics URL, or remove it from the service file",
         ) from err
     return parse_text(body)
+
+
+def counters_per_request(
+    before: Mapping[Sample, float],
+    after: Mapping[Sample, float],
+    names: Sequence[str],
+    *,
+    requests: int,
+    endpoint_requests: Mapping[str, int],
+) -> dict[str, float]:
+    """Each wanted counter's increase per request: ``name`` over all ``requests``, or
+    ``name[endpoint]`` over that endpoint's requests when the counter is so labelled (an
+    endpoint that served none has no value). Pure."""
+    increase: dict[tuple[str, str | None], float] = {}
+    for key, value in after.items():
+        name, labels = key
+        if name in names:
+            slot = (name, dict(labels).get("endpoint"))
+            increase[slot] = increase.get(slot, 0.0) + value - before.get(key, 0.0)
+    out: dict[str, float] = {}
+    for (name, endpoint), delta in increase.items():
+        if endpoint is None:
+            out[name] = delta / max(requests, 1)
+        elif endpoint_requests.get(endpoint):
+            out[f"{name}[{endpoint}]"] = delta / endpoint_requests[endpoint]
+    return out

@@ -11,6 +11,7 @@ import string
 from collections.abc import Callable
 from pathlib import Path
 
+from hairline.collect.registry import MAX_THROUGHPUT, OPTIONAL
 from hairline.config.experiment import (
     NAME_PATTERN,
     START_PLACEHOLDERS,
@@ -52,6 +53,11 @@ def check_service(service: ServiceConfig, svc: Report) -> None:
         value = getattr(service, key)
         if value is not None and not value.startswith("/"):
             svc((key,), f"{value!r} is not a path", f'write it as a path, e.g. "/{value}"')
+    for name in service.collect:
+        if name not in OPTIONAL:
+            names = ", ".join(OPTIONAL) or "none yet"
+            svc(("collect",), f"no optional collector {name!r}",
+                f"use one of: {names} (docs/lab.md, Metrics)")  # fmt: skip
     known = [*BUILTIN_DIRECTIONS, *(f"{c}_per_request" for c in service.counters)]
     for metric, mc in service.metrics.items():
         # name[endpoint]_per_request is the per-endpoint form of a counter's metric.
@@ -239,7 +245,7 @@ def _check_pins(config: ExperimentConfig, exp: Report) -> None:
 
 
 # What a capacity batch measures (lab/capacity.py): what decide_on may name in that mode.
-CAPACITY_METRICS = ("max_throughput_per_s",)
+CAPACITY_METRICS = (MAX_THROUGHPUT.name,)
 
 
 def _check_capacity_mode(config: ExperimentConfig, exp: Report) -> None:

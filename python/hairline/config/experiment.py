@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from hairline.collect.registry import MAX_THROUGHPUT
 from hairline.config.isolation import IsolationConfig
 from hairline.config.policy import (
     BUILTIN_DIRECTIONS,
@@ -139,6 +140,9 @@ class ServiceConfig(TomlModel):
     """A path that answers Prometheus text, scraped around each batch."""
     counters: list[str] = Field(default_factory=list)
     """Prometheus counters reported per request (per endpoint if labelled endpoint=)."""
+    collect: list[str] = Field(default_factory=list)
+    """Optional built-in collectors to run as well, e.g. ``["context_switches"]``
+    (docs/lab.md, "Metrics")."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables for the build and the start."""
     build: BuildConfig = Field(default_factory=BuildConfig)
@@ -257,7 +261,7 @@ class ExperimentConfig(TomlModel):
         if name == "hardware" and "mode" not in design:
             return {**data, "design": {**design, "mode": "hardware"}}
         if name == "capacity" and "decide_on" not in design:
-            return {**data, "design": {**design, "decide_on": ["max_throughput_per_s"]}}
+            return {**data, "design": {**design, "decide_on": [MAX_THROUGHPUT.name]}}
         return data
 
     @model_validator(mode="before")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
+from hairline.collect.metric import Direction
+from hairline.collect.registry import BUILTIN, builtin_direction
 from hairline.errors import ConfigError
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "parse_thresholds",
 ]
 
-Direction = Literal["higher-is-worse", "lower-is-worse"]
 DIRECTIONS: dict[str, Direction] = {
     "higher-is-worse": "higher-is-worse",
     "higher": "higher-is-worse",
@@ -119,24 +119,6 @@ def parse_directions(items: Iterable[str]) -> dict[str, Direction]:
     return out
 
 
-# The lab's own metrics, each with the direction in which it gets worse. goodput_per_s is
-# what the service controls in an open-loop replay (answers that were not errors, per
-# second); the offered rate, which both arms get alike, is not a metric.
-BUILTIN_DIRECTIONS: dict[str, Direction] = {
-    "cpu_ns_per_request": "higher-is-worse",
-    "anon_memory_bytes": "higher-is-worse",
-    "peak_memory_bytes": "higher-is-worse",
-    "goodput_per_s": "lower-is-worse",
-    # capacity mode: the highest rate an arm sustained under the SLO.
-    "max_throughput_per_s": "lower-is-worse",
-    "error_rate": "higher-is-worse",
-    "latency_us": "higher-is-worse",
-    "latency_p50_us": "higher-is-worse",
-    "latency_p99_us": "higher-is-worse",
-}
-
-
-def builtin_direction(metric: str) -> Direction:
-    """The direction of a built-in metric (``name[endpoint]`` included); higher-is-worse for
-    any other (counters per request, CPU, latency: most things cost)."""
-    return BUILTIN_DIRECTIONS.get(metric.split("[", 1)[0], "higher-is-worse")
+# The lab's own metrics, each with the direction in which it gets worse: the registry's
+# (collect/registry.py), where each is declared once.
+BUILTIN_DIRECTIONS: dict[str, Direction] = {name: m.direction for name, m in BUILTIN.items()}

@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hairline.collect.summary import CPU_PER_REQUEST
+
 __all__ = [
     "CAPACITY_FIELDS",
     "HOST_CLASS_FACTS",
@@ -118,7 +120,7 @@ class DesignConfig(TomlModel):
     """Trials to run, 1 to 1000, or "auto": until every ``decide_on`` verdict is settled."""
     max_trials: int = Field(default=15, ge=3, le=1000)
     """With ``trials = "auto"``: the most trials run."""
-    decide_on: list[str] = Field(default_factory=lambda: ["cpu_ns_per_request"], min_length=1)
+    decide_on: list[str] = Field(default_factory=lambda: [CPU_PER_REQUEST.name], min_length=1)
     """With ``trials = "auto"``: the metrics whose verdicts must settle."""
     max_batch_attempts: int = Field(default=3, ge=1, le=20)
     """A spoiled batch is run again this many times at most."""

@@ -20,12 +20,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import and_, select
 
+from hairline.collect.summary import CPU_PER_REQUEST
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Host, Run, Service, Trial
 
 __all__ = ["DEFAULT_METRIC", "FACTORS", "UNKNOWN", "RunValue", "load_runs", "normalised"]
 
-DEFAULT_METRIC = "cpu_ns_per_request"
+DEFAULT_METRIC = CPU_PER_REQUEST.name
 # The facts a host can differ in that may change how fast the same code runs (ServiceLab
 # section 4.1: server type, CPU architecture, kernel release, turbo, region; hostname,
 # cores and memory are the machine's identity or size, not its class).

@@ -20,6 +20,7 @@ from typing import Literal
 from sqlalchemy import select
 from typing_extensions import TypedDict
 
+from hairline.collect.summary import CPU_PER_REQUEST
 from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, HairlineError
 from hairline.kit.jsonout import documented
@@ -51,7 +52,7 @@ __all__ = [
     "step_config",
 ]
 
-DEFAULT_METRIC = "cpu_ns_per_request"
+DEFAULT_METRIC = CPU_PER_REQUEST.name
 # Room for two repeats of inconclusive steps on top of a clean bisection.
 _SPARE_EXPERIMENTS = 2
 

@@ -39,6 +39,7 @@ from hairline.capacity.search import (
     probe_failure,
     search_capacity,
 )
+from hairline.collect.registry import MAX_THROUGHPUT
 from hairline.config import ExperimentConfig
 from hairline.errors import EngineError
 from hairline.kit.jsonout import write_json
@@ -281,7 +282,7 @@ class CapacityBatch:
         curves = {name: _curve(outcome, self.settings) for name, outcome in outcomes.items()}
         write_json(plan.workdir / f"{tag}{CAPACITY_SUFFIX}", {"arms": curves})
         rows = [
-            (name, host_of[name], "max_throughput_per_s", outcome.max_rate_per_s)
+            (name, host_of[name], MAX_THROUGHPUT.name, outcome.max_rate_per_s)
             for name, outcome in outcomes.items()
         ]
         record: dict[str, object] = {

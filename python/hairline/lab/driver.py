@@ -114,6 +114,7 @@ def _plan(job: Mapping[str, Any], hosts: list[RemoteHost]) -> RunPlan:
         trace=Path(fields.pop("trace")),
         workdir=Path(fields.pop("workdir")),
         counters=tuple(fields.pop("counters")),
+        collect=tuple(fields.pop("collect", ())),
         engine_cpus=tuple(c) if (c := fields.pop("engine_cpus")) else None,
         arm_factory=make,
         **{k: v for k, v in fields.items() if k != "hosts"},

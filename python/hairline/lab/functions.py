@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hairline.collect.summary import CPU_PER_REQUEST
 from hairline.config.profiling import ProfileConfig
 from hairline.lab.sampling import SAMPLES_METRIC
 from hairline.profile.functions import OTHER, SELF, TOTAL, function_metric, parse_function_metric
@@ -47,7 +48,7 @@ from hairline.store.observations import Observations
 __all__ = ["FunctionAnalysis", "FunctionChange", "analyze_functions", "neighbours_of"]
 
 FunctionVerdict = Literal["regression", "improvement", "shift", "new", "gone", "no change"]
-_CPU = "cpu_ns_per_request"
+_CPU = CPU_PER_REQUEST.name
 
 
 @dataclass(frozen=True)

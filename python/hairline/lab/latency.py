@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from hairline.collect.registry import LATENCY
 from hairline.engine import LoadResult, read_requests
 from hairline.errors import ConfigError, EngineError
 
@@ -45,7 +46,7 @@ def latency_rows(result: LoadResult, *, trial: int, batch: int, host_of: Mapping
             "host": hosts[ok["target"]],
             "request": ok["request_id"].astype(np.int64),
             "endpoint": pa.array(endpoints[ok["endpoint"]], type=pa.string()),
-            "metric": pa.array(["latency_us"] * n, type=pa.string()),
+            "metric": pa.array([LATENCY.name] * n, type=pa.string()),
             "value": ok["latency_ns"] / 1e3,
             "t": ok["intended_ns"] / 1e9,
         }

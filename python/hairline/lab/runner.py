@@ -1,9 +1,10 @@
 """Run an experiment's trials on local hosts and turn what was measured into observations.
 
 Per batch (ServiceLab section 5.1): start every arm on its host's CPU set, wait for health,
-warm up with the engine at the warm-up rate (until every arm reports warm), snapshot the
-collectors, replay the trace to all arms in lockstep for the measurement phase, snapshot
-again. Arms are stopped on every exit path, including SIGINT.
+warm up with the engine at the warm-up rate (until every arm reports warm), open every
+metric collector's window (:mod:`hairline.collect.registry`), replay the trace to all arms
+in lockstep for the measurement phase, close the windows and ask each collector for its
+values per arm. Arms are stopped on every exit path, including SIGINT.
 
 Each arm runs in its own cgroup; CPU per request is the CPU its cgroup used in the
 measurement window over the responses it sent. A batch whose comparison is spoiled
@@ -12,8 +13,8 @@ left out (:class:`TrialLeftOut`). Each attempt leaves a record (``t<T>b<B>a<K>.b
 accepted or why not, and what CPU was read from) beside the engine's summary.
 
 Observations follow DESIGN.md's data model. Per-request rows (``latency_us``) carry the
-request id and the intended send time ``t``; per-batch rows (CPU, memory, goodput,
-errors, counters per request) leave the request empty.
+request id and the intended send time ``t``; per-batch rows (the registry's metrics,
+counters per request) leave the request empty.
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Protocol
 
-import numpy as np
 import pyarrow as pa
 
 from hairline import engine
 from hairline.arms.cgroup import cgroup_name
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.cpustat import read_cpu_times, steal_ms
-from hairline.collect.prometheus import Sample, scrape
+from hairline.collect.metric import Measured, Window
+from hairline.collect.prometheus import counters_per_request, scrape
+from hairline.collect.registry import collectors_for
 from hairline.config.isolation import IsolationConfig
 from hairline.config.profiling import ProfileConfig
 from hairline.errors import HairlineError, TrialLeftOut
@@ -41,7 +43,7 @@ from hairline.kit import interrupts
 from hairline.kit.jsonout import write_json
 from hairline.kit.procs import thread_pinned_to
 from hairline.lab.latency import latency_rows
-from hairline.lab.sampling import MemorySampler, profile_batch
+from hairline.lab.sampling import profile_batch
 from hairline.lab.schedule import Batch, LabDesign, schedule
 from hairline.lab.validity import ArmReading, arm_steal_shares, batch_problems
 
@@ -186,6 +188,8 @@ class RunPlan:
     measure: BatchMeasure | None = None
     # [service.profile]: sample each arm's stacks during each batch (lab/sampling.py).
     profile: ProfileConfig | None = None
+    # The optional collectors the service file turns on (collect/registry.py's OPTIONAL).
+    collect: tuple[str, ...] = ()
 
     def new_arm(self, arm: ArmDef, host: int, *, log_name: str, label: str) -> Arm:
         return self.arm_factory(self, arm, host, log_name=log_name, label=label)
@@ -217,29 +221,6 @@ Progress = Callable[[Batch, str], None]
 # Called when an arm is up: (batch, arm name, host index, process group id, port). The lab
 # records it, so that a processor taking over can stop what a dead one left running.
 ArmStarted = Callable[[Batch, str, int, int, int], None]
-
-
-def _counters_per_request(
-    before: dict[Sample, float],
-    after: dict[Sample, float],
-    names: Sequence[str],
-    target: engine.TargetResult,
-) -> dict[str, float]:
-    """Each wanted counter's increase per request: ``name`` over all requests, or
-    ``name[endpoint]`` over that endpoint's requests when the counter is so labelled."""
-    increase: dict[tuple[str, str | None], float] = {}
-    for key, value in after.items():
-        name, labels = key
-        if name in names:
-            slot = (name, dict(labels).get("endpoint"))
-            increase[slot] = increase.get(slot, 0.0) + value - before.get(key, 0.0)
-    out: dict[str, float] = {}
-    for (name, endpoint), delta in increase.items():
-        if endpoint is None:
-            out[name] = delta / max(target.requests, 1)
-        elif endpoint in target.endpoints and target.endpoints[endpoint].requests:
-            out[f"{name}[{endpoint}]"] = delta / target.endpoints[endpoint].requests
-    return out
 
 
 @dataclass(frozen=True)
@@ -397,10 +378,15 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
                 hooks.progress(batch, "measuring")
             steal_before = read_cpu_times()
             started = time.monotonic()
+            windows: list[Window] = [c.window(running) for c in collectors_for(plan.collect)]
+            # The collectors' windows inside the profile's: they close as soon as the load
+            # ends, not after perf's stacks are read back (seconds, with DWARF unwinding).
             with (
-                MemorySampler(running) as memory,
                 profile_batch(plan.profile, running, workdir=plan.workdir, tag=tag) as profiles,
+                contextlib.ExitStack() as collecting,
             ):
+                for window in windows:
+                    collecting.enter_context(window)
                 measured = engine.measure(
                     targets={n: running[n].url for n in names},
                     trace=plan.trace,
@@ -432,7 +418,6 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         used_cpus = {c for h in host_of.values() for c in plan.hosts[h]} | set(plan.harness_cpus)
         stolen_ms = steal_ms(steal_before, read_cpu_times(), used_cpus)
         alive = {n: running[n].running() for n in names}
-        peak = {n: running[n].peak_memory_bytes() for n in names}
         # A dead arm has no counters to scrape; its batch is spoiled anyway.
         counters_after = {n: scrape(u) for n, u in metrics_urls.items() if alive[n]}
         measured_by = {n: running[n].measured_by for n in names}
@@ -460,20 +445,24 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
     rows: list[tuple[str, int, str, float]] = []
     for n in names:
         host, target = host_of[n], measured.targets[n]
-        served = max(target.requests, 1)
-        rows.append((n, host, "cpu_ns_per_request", readings[n].cpu_ns / served))
-        if memory.samples[n]:
-            rows.append((n, host, "anon_memory_bytes", float(np.mean(memory.samples[n]))))
-        if peak[n] is not None:
-            rows.append((n, host, "peak_memory_bytes", float(peak[n] or 0)))
-        rows.append((n, host, "goodput_per_s", (target.requests - target.errors) / plan.duration_s))
-        rows.append((n, host, "error_rate", target.errors / served))
-        rows.append((n, host, "latency_p50_us", target.latency_us.p50))
-        rows.append((n, host, "latency_p99_us", target.latency_us.p99))
+        window_of_arm = Measured(
+            requests=target.requests,
+            errors=target.errors,
+            latency_p50_us=target.latency_us.p50,
+            latency_p99_us=target.latency_us.p99,
+            cpu_ns=readings[n].cpu_ns,
+            duration_s=plan.duration_s,
+        )
+        # Every collector's metrics, in the registry's order.
+        for window in windows:
+            for metric, value in window.values(n, window_of_arm).items():
+                rows.append((n, host, metric, value))
         if n in counters_before and n in counters_after:
-            per_request_counts = _counters_per_request(
-                counters_before[n], counters_after[n], plan.counters, target
-            )
+            per_request_counts = counters_per_request(
+                counters_before[n], counters_after[n], plan.counters,
+                requests=target.requests,
+                endpoint_requests={e: t.requests for e, t in target.endpoints.items()},
+            )  # fmt: skip
             for metric, value in sorted(per_request_counts.items()):
                 rows.append((n, host, f"{metric}_per_request", value))
     cpu_per_request = {n: readings[n].cpu_ns / max(measured.targets[n].requests, 1) for n in names}

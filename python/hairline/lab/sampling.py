@@ -1,6 +1,5 @@
-"""What is sampled of the arms while a batch measures: their memory, and their stacks.
-
-Memory: each arm's anonymous memory every 0.25 s (from its cgroup, or its process tree).
+"""What is sampled of the arms' stacks while a batch measures (their memory is a
+collector's: collect/memory.py).
 
 Stacks (``[service.profile]``): each arm is sampled the same way, by its own ``perf
 record`` on its host's CPUs, started just before the load and stopped just after it, so
@@ -14,7 +13,6 @@ without function metrics).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,38 +23,10 @@ from hairline.config.profiling import ProfileConfig
 from hairline.profile.functions import function_shares
 from hairline.profile.perf import PerfSampler, Sampled
 
-__all__ = ["SAMPLES_METRIC", "BatchProfiles", "MemorySampler", "profile_batch", "write_folded"]
+__all__ = ["SAMPLES_METRIC", "BatchProfiles", "profile_batch", "write_folded"]
 
 #: One row per profiled batch and arm: the samples its profile holds.
 SAMPLES_METRIC = "fn.samples"
-
-
-class _Sampled(Protocol):
-    def anon_memory_bytes(self) -> int: ...
-
-
-class MemorySampler:
-    """Samples each arm's anonymous memory every ``interval_s``."""
-
-    def __init__(self, arms: Mapping[str, _Sampled], interval_s: float = 0.25) -> None:
-        self._arms = arms
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self.samples: dict[str, list[int]] = {name: [] for name in arms}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            for name, arm in self._arms.items():
-                self.samples[name].append(arm.anon_memory_bytes())
-
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 class _Profiled(Protocol):

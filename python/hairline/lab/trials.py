@@ -221,6 +221,7 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         health_timeout_s=service.health_timeout_s,
         warm_timeout_s=service.warm_timeout_s,
         counters=tuple(service.counters),
+        collect=tuple(service.collect),
         engine_cpus=engine_cpus,
         engine_shares_a_host=shares,
         cgroup_prefix=cgroup_prefix(ctx.store, ctx.id),

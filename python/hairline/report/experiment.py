@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow.compute as pc
 from sqlalchemy import func, select
 
+from hairline.collect.summary import CPU_PER_REQUEST
 from hairline.config import ExperimentConfig
 from hairline.config.suggest import why_notes
 from hairline.hosts.inventory import parse_cpus
@@ -295,7 +296,7 @@ def _flame_stacks(
     if observations is None:
         return {}
     table = observations.table
-    cpu_rows = table.filter(pc.equal(table.column("metric"), "cpu_ns_per_request"))
+    cpu_rows = table.filter(pc.equal(table.column("metric"), CPU_PER_REQUEST.name))
     cpu = {
         (str(r["trial"]), str(r["batch"]), str(r["arm"])): float(r["value"])
         for r in cpu_rows.select(["trial", "batch", "arm", "value"]).to_pylist()
