@@ -6,7 +6,9 @@ import pytest
 
 from hairline.lab.calibrate import (
     HEADROOM,
+    NEIGHBOUR,
     CalibrationStep,
+    calibration_failure,
     candidate_rates,
     chosen_rate,
     next_rate,
@@ -81,3 +83,26 @@ def test_where_the_engine_is_the_limit_the_candidates_still_differ() -> None:
     assert high == pytest.approx(3200 * HEADROOM)
     assert low == pytest.approx(high / 2, abs=1)
     assert candidate_rates([step(100, 0.0, passed=False)]) == ()
+
+
+def test_a_failed_calibration_says_what_each_step_measured_and_what_to_change() -> None:
+    busy = "host 0's CPUs with the engine 97% busy (limit 90%)"
+    steps = [step(400, 0.0, passed=False), step(200, 0.0, passed=False)]
+    steps = [CalibrationStep(s.rate_per_s, 0.0, 0.0, False, busy) for s in steps]
+    message, hint = calibration_failure("A", 400, steps, [])
+    assert message == (
+        f"calibration: no rate from 400/s down kept A's load valid (400/s: {busy}; 200/s: {busy})"
+    )
+    assert "set [load] rate_per_s" in hint
+
+
+def test_a_neighbour_on_the_lab_cpus_is_named_and_a_lower_rate_is_not_suggested() -> None:
+    crowded = f"host 1's CPUs 100% busy (limit 90%), 97% of it {NEIGHBOUR}"
+    message, hint = calibration_failure(
+        "A", 100, [CalibrationStep(100, 0.02, 1e5, False, crowded)], []
+    )
+    assert message.startswith(
+        "calibration: no rate from 100/s down kept A's load valid: another process kept the "
+        "lab's CPUs busy (100/s: host 1's CPUs 100% busy (limit 90%), 97% of it not the arm's"
+    )
+    assert "a lower rate would not help" in hint

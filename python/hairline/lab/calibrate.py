@@ -53,6 +53,7 @@ __all__ = [
     "Calibration",
     "CalibrationStep",
     "calibrate",
+    "calibration_failure",
     "calibration_from_dict",
     "candidate_rates",
     "chosen_rate",
@@ -276,10 +277,8 @@ def calibrate(
         final = choice.rate_per_s if choice else None
         reason = (choice.reason if choice else "") + (f"; {metric_note}" if metric_note else "")
     if final is None:
-        raise CalibrationFailed(_failure(arm.name, start_rate_per_s, steps, candidates),
-                                hint="set [load] rate_per_s (or a lower target_utilization) in "
-                                "the experiment file, or look at the arm's log in the "
-                                "experiment's folder")  # fmt: skip
+        message, hint = calibration_failure(arm.name, start_rate_per_s, steps, candidates)
+        raise CalibrationFailed(message, hint=hint)
     return Calibration(
         rate_per_s=round(final, 1),
         target_utilization=target_utilization,
@@ -292,13 +291,14 @@ def calibrate(
     )
 
 
-def _failure(
+def calibration_failure(
     arm: str,
     start_rate_per_s: float,
     steps: Sequence[CalibrationStep],
     candidates: Sequence[CandidateRate],
-) -> str:
-    """Which calibration failed, and what it measured on the way."""
+) -> tuple[str, str]:
+    """Which calibration failed, what it measured on the way, and what to change: the
+    message and hint of its :class:`CalibrationFailed`. Pure."""
     measured = [(s.rate_per_s, s.note) for s in steps]
     measured += [(c.rate_per_s, c.note) for c in candidates]
     tried = "; ".join(
@@ -308,12 +308,17 @@ def _failure(
         what = f"no rate from {start_rate_per_s:g}/s down kept {arm}'s load valid"
     else:
         what = f"no candidate rate kept {arm}'s load valid through its A/A steps"
+    hint = (
+        "set [load] rate_per_s (or a lower target_utilization) in the experiment file, or "
+        "look at the arm's log in the experiment's folder"
+    )
     if any(NEIGHBOUR in note for _, note in measured):
-        what += (
-            ": another process kept the lab's CPUs busy (stop it, or give the lab CPUs "
-            "nothing else runs on)"
+        what += ": another process kept the lab's CPUs busy"
+        hint = (
+            "stop what else runs on this machine's lab CPUs, or give the lab CPUs nothing "
+            "else runs on (a lower rate would not help)"
         )
-    return f"calibration: {what} ({tried or 'no step ran'})"
+    return f"calibration: {what} ({tried or 'no step ran'})", hint
 
 
 def _candidate(
@@ -377,13 +382,16 @@ def _step(
         busy = busy_share(cpu_before, cpu_after, cpus)
         if busy is not None and busy > MAX_HOST_BUSY:
             shared = set(cpus) & set(plan.harness_cpus)
-            note = f"host {host}'s CPUs{' with the engine' if shared else ''} {busy:.0%} busy"
+            note = (
+                f"host {host}'s CPUs{' with the engine' if shared else ''} {busy:.0%} busy "
+                f"(limit {MAX_HOST_BUSY:.0%})"
+            )
             # What the arm did not use there was the engine's (where it shares the host) or
             # another process's: on a host of the arm's alone, say so.
             other = busy - used[copy] / (len(cpus) * step_s * 1e9)
             if not shared and other > _NEIGHBOUR_SHARE:
                 note += f", {other:.0%} of it {NEIGHBOUR}"
-            notes.append(f"{note} (limit {MAX_HOST_BUSY:.0%})")
+            notes.append(note)
     # Sends the engine could not make in time arrive late, in bursts: the arms then served
     # fewer requests than the step asked for, and their utilisation is not the rate's.
     if served < _MIN_SERVED * rate * step_s:
