@@ -32,8 +32,7 @@ def short_experiment(
             shutil.copy(EXAMPLE / item, folder / item)
     text = (EXAMPLE / "experiment.toml").read_text()
     for old, new in (
-        ("target_utilization = 0.6", "rate_per_s = 2000"),
-        ("duration_s = 4", "duration_s = 1"),
+        ("duration_s = 4", "rate_per_s = 2000\nduration_s = 1"),
         ("warmup_duration_s = 1.5", "warmup_duration_s = 0.5"),
         ("trials = 7", f"trials = {trials}"),
         ('args = ["--regress-cpu", "0.05"]',

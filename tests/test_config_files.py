@@ -30,10 +30,12 @@ def experiment(tmp_path: Path, load: str, design: str) -> Path:
     return path
 
 
-def test_without_a_rate_the_load_is_calibrated_to_the_default_utilization(tmp_path: Path) -> None:
+def test_without_a_rate_or_a_utilization_the_load_is_calibrated_for_precision(
+    tmp_path: Path,
+) -> None:
     config = load_experiment(experiment(tmp_path, "duration_s = 2", 'trials = "auto"'))
     assert config.load.rate_per_s is None
-    assert config.load.target_utilization == 0.6
+    assert config.load.target_utilization is None
     assert config.design.sequential and config.design.planned_trials == 15
     assert config.design.decide_on == ["cpu_ns_per_request"]
     assert config.design.max_batch_attempts == 3

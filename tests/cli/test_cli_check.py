@@ -21,9 +21,12 @@ def test_a_capacity_file_is_not_said_to_be_calibrated_to_a_busy_share() -> None:
     assert "calibrated" not in done.output
 
 
-def test_an_efficiency_file_without_a_rate_is_calibrated_to_its_target() -> None:
+def test_an_efficiency_file_without_a_rate_is_calibrated_for_precision_or_to_its_target() -> None:
     load_all_commands()
     done = CliRunner().invoke(main, ["run", "--check", str(EXAMPLES / "experiment.toml")])
+    assert done.exit_code == 0, done.output
+    assert "rate calibrated: the most precise per minute the lab serves" in done.output
+    done = CliRunner().invoke(main, ["run", "--check", str(EXAMPLES / "functions.toml")])
     assert done.exit_code == 0, done.output
     assert "rate calibrated to 60% busy" in done.output
 

@@ -436,13 +436,17 @@ def test_a_batch_whose_arm_dies_is_run_again_and_the_report_says_why(
 def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled(
     tmp_path: Path, engine_path: Path
 ) -> None:
-    """False failure: about 1e-3 (not measured). A 30% regression settles long before 8 trials (the
-    comment), and the calibration's step within 0.1 of 50% busy has a margin not recorded."""
+    """Neither a rate nor a utilisation: calibration keeps the candidate rate at which CPU
+    per request was most precise in its A/A steps, below the highest servable rate.
+
+    False failure: about 1e-3 (not measured). A 30% regression settles long before 8 trials
+    (the comment). Calibration fails only if no candidate rate passes its eight 1 s steps,
+    each at most 90% of a rate that already passed a 2 s step with every gate holding."""
     path = write_experiment(
         tmp_path / "auto",
         tag="auto",
         arms={"A": {}, "B": {"args": ["--regress-cpu", "0.30"]}},
-        load={"rate_per_s": None, "target_utilization": 0.5, "duration_s": 1.0},
+        load={"rate_per_s": None, "duration_s": 1.0},
         design={"trials": "auto", "max_trials": 8},
     ).path
     home = tmp_path / "home"
@@ -452,18 +456,27 @@ def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled
     report = json.loads(out.read_text())
     check_schema("experiment-report", report)
     [note] = [n for n in report["notes"] if n.startswith("rate calibrated to")]
-    assert "for 50% busy" in note
+    assert "cpu_ns_per_request most precise per minute of" in note
     store = open_store(home=home)
     try:
         with store.transaction() as session:
             [row] = session.scalars(select(Experiment)).all()
-            calibration = json.loads(row.calibration or "{}")
+            stored = json.loads(row.calibration or "{}")
             states = [t.state for t in session.scalars(select(Trial).order_by(Trial.index))]
     finally:
         store.close()
+    calibration = report["calibration"]
     assert row.rate_per_s == report["rate_per_s"] == calibration["rate_per_s"]
-    closest = min(calibration["steps"], key=lambda s: abs(s["utilization"] - 0.5))
-    assert abs(closest["utilization"] - 0.5) < 0.1, calibration
+    assert stored["rate_per_s"] == row.rate_per_s and stored["target_utilization"] is None
+    assert calibration["mode"] == "precision" and calibration["metric"] == "cpu_ns_per_request"
+    # The rate kept is the quietest candidate whose every step passed, below the highest rate
+    # the ramp saw served with every gate holding.
+    passed = [c for c in calibration["candidates"] if c["passed"]]
+    chosen = min(passed, key=lambda c: (max(c["sd_per_trial_rel"], 0.001), c["rate_per_s"]))
+    assert calibration["rate_per_s"] == chosen["rate_per_s"]
+    assert calibration["rate_per_s"] < calibration["servable_rate_per_s"]
+    assert all(c["steps"] == 8 and len(c["host_differences"]) == 8 for c in passed)
+    assert 0 < calibration["seconds"] < 90
     # A 30% regression settles long before eight trials; the rest are marked not needed.
     cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
     assert cpu["verdict"] == "regression"

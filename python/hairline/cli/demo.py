@@ -24,7 +24,7 @@ __all__ = ["demo_outcome"]
 @click.option("--trials", type=click.IntRange(1), default=7, show_default=True)
 @click.option("--duration-s", type=click.FloatRange(1), default=4.0, show_default=True)
 @click.option("--rate", "rate_per_s", type=click.FloatRange(1), default=None,
-              help="Replay rate; default: calibrated so the baseline is 60% busy.")  # fmt: skip
+              help="Replay rate; default: calibrated, the most precise per minute.")  # fmt: skip
 @store_options
 @report_options
 def demo(
@@ -55,7 +55,7 @@ def demo(
     out.print(
         f"[bold]hairline demo[/]: sample service A against B with {regress_cpu:.0%} more CPU "
         f"per request; {trials} trials x 2 batches (fully balanced), {duration_s:g} s at "
-        + (f"{rate_per_s:g} requests/s" if rate_per_s else "a rate calibrated to 60% busy")
+        + (f"{rate_per_s:g} requests/s" if rate_per_s else "a rate calibrated for precision")
         + " each, arms on their own CPUs, replayed in lockstep."
     )
     store = open_store(db_url, home=home)

@@ -98,7 +98,9 @@ def _rate_text(config: ExperimentConfig) -> str:
         return "capacity mode: each arm's highest rate under its SLO, searched"
     if config.load.rate_per_s is not None:
         return f"{config.load.rate_per_s:g} requests/s"
-    return f"rate calibrated to {config.load.target_utilization:.0%} busy"
+    if config.load.target_utilization is not None:
+        return f"rate calibrated to {config.load.target_utilization:.0%} busy"
+    return "rate calibrated: the most precise per minute the lab serves"
 
 
 class _Display:

@@ -84,14 +84,16 @@ class HostsConfig(TomlModel):
 
 
 class LoadConfig(TomlModel):
-    """``[load]``. Without ``rate_per_s`` the lab calibrates it: a short ramp on the
-    baseline finds the rate at which the arm's CPUs are ``target_utilization`` busy
-    (docs/lab.md, "Calibrated load")."""
+    """``[load]``. Without ``rate_per_s`` the lab calibrates it: by default the rate at
+    which the deciding metric is most precise per minute in short paired A/A steps, below
+    the highest rate the lab serves with every gate holding; with ``target_utilization``
+    the rate at which the baseline's CPUs are that busy (docs/lab.md, "Calibrated load")."""
 
     rate_per_s: float | None = Field(default=None, gt=0)
     """The replay's rate, open loop, both arms in lockstep; leave it out to calibrate it."""
-    target_utilization: float = Field(default=0.6, gt=0, le=1)
-    """What calibration aims at: the fraction of the baseline's CPUs kept busy."""
+    target_utilization: float | None = Field(default=None, gt=0, le=1)
+    """Calibrate to this fraction of the baseline's CPUs kept busy instead of for
+    precision (leave both it and ``rate_per_s`` out to calibrate for precision)."""
     duration_s: float = Field(gt=0)
     """How long each batch replays the trace, in seconds."""
     warmup_rate_per_s: float | None = Field(default=None, gt=0)

@@ -43,7 +43,7 @@ def demo_config(
     rate_per_s: float | None = None,
 ) -> ExperimentConfig:
     """The bundled experiment, with the regression size and run length given; the rate is
-    calibrated (60% busy) unless ``rate_per_s`` is given."""
+    calibrated (the most precise per minute) unless ``rate_per_s`` is given."""
     config = load_experiment_file(demo_experiment_file())
     arms = dict(config.arms)
     arms["B"] = arms["B"].model_copy(update={"args": ["--regress-cpu", f"{regress_cpu:g}"]})

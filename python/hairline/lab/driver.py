@@ -192,7 +192,10 @@ def _run(job: Mapping[str, Any], emit: _Events, ray: Any, kept: _Hosts) -> dict[
             result = calibrate(
                 plan,
                 plan.arms[0],
-                target_utilization=float(job["target_utilization"]),
+                target_utilization=(
+                    None if job["target_utilization"] is None else float(job["target_utilization"])
+                ),
+                decide_on=tuple(job.get("decide_on") or ("cpu_ns_per_request",)),
                 start_rate_per_s=float(job["start_rate_per_s"]),
                 progress=lambda line: emit("phase", text=line),
             )

@@ -46,7 +46,7 @@ from hairline.config import ExperimentConfig
 from hairline.errors import ConfigError, HairlineError, HeadUnreachable
 from hairline.hosts.agent import ray_environment, resource_name
 from hairline.kit.procs import child_setup, stop_process
-from hairline.lab.calibrate import Calibration, CalibrationStep
+from hairline.lab.calibrate import Calibration, calibration_from_dict
 from hairline.lab.runner import Hooks, RunPlan, TrialLeftOut
 from hairline.lab.schedule import Batch
 
@@ -197,7 +197,8 @@ class RemoteDriver:
         self,
         plan: RunPlan,
         *,
-        target_utilization: float,
+        target_utilization: float | None,
+        decide_on: Sequence[str],
         start_rate_per_s: float,
         progress: Callable[[str], None],
         check: Callable[[], None],
@@ -205,7 +206,8 @@ class RemoteDriver:
         """:func:`~hairline.lab.calibrate.calibrate` of the baseline, on the hosts."""
         job = self._run.job(
             "calibrate", plan, plan.workdir / "driver-calibration.json",
-            target_utilization=target_utilization, start_rate_per_s=start_rate_per_s,
+            target_utilization=target_utilization, decide_on=list(decide_on),
+            start_rate_per_s=start_rate_per_s,
         )  # fmt: skip
 
         def on_event(event: dict[str, Any]) -> None:
@@ -213,12 +215,7 @@ class RemoteDriver:
                 progress(str(event["text"]))
 
         done = self._job(job, "calibration", on_event=on_event, check=check)
-        found = done["calibration"]
-        return Calibration(
-            rate_per_s=float(found["rate_per_s"]),
-            target_utilization=float(found["target_utilization"]),
-            steps=tuple(CalibrationStep(**step) for step in found["steps"]),
-        )
+        return calibration_from_dict(done["calibration"])
 
     def close(self) -> None:
         """End the driver: the end of its input lets it close its actors and exit."""

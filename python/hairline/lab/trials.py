@@ -244,24 +244,36 @@ def _rate(ctx: Context, plan: RunPlan, remote: RemoteDriver | None) -> RunPlan:
         stored = row.rate_per_s if row is not None else None
     rate = load_config.rate_per_s or stored
     if rate is None:
-        ctx.emit("phase", f"calibrating the rate to {load_config.target_utilization:.0%} busy")
+        target = load_config.target_utilization
+        ctx.emit(
+            "phase",
+            f"calibrating the rate to {target:.0%} busy"
+            if target is not None
+            else "calibrating the rate: the most precise per minute the lab serves",
+        )
         start_rate_per_s = load_config.warmup_rate_per_s or 100.0
+        decide_on = tuple(ctx.config.design.decide_on)
         if remote is None:
             result = calibrate(
                 plan,
                 plan.arms[0],
-                target_utilization=load_config.target_utilization,
+                target_utilization=target,
+                decide_on=decide_on,
                 start_rate_per_s=start_rate_per_s,
                 progress=lambda line: ctx.emit("phase", line),
             )
         else:
             result = remote.calibrate(
-                plan, target_utilization=load_config.target_utilization,
+                plan, target_utilization=target, decide_on=decide_on,
                 start_rate_per_s=start_rate_per_s, progress=lambda line: ctx.emit("phase", line),
                 check=ctx.keeper.check,
             )  # fmt: skip
         rate = result.rate_per_s
-        ctx.emit("phase", f"calibrated: {rate:g} requests/s")
+        ctx.emit(
+            "phase",
+            f"calibrated: {rate:g} requests/s in {result.seconds:g} s"
+            + (f" ({result.reason})" if result.reason else ""),
+        )
         calibration = json.dumps(result.as_dict())
     else:
         calibration = None

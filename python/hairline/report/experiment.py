@@ -17,6 +17,7 @@ from hairline.config.suggest import why_notes
 from hairline.hosts.inventory import parse_cpus
 from hairline.lab import concurrency
 from hairline.lab.analysis import Analysis
+from hairline.lab.calibrate import Calibration, calibration_from_dict, servable_rate
 from hairline.lab.functions import FunctionAnalysis, analyze_functions, neighbours_of
 from hairline.lab.queue import require_experiment
 from hairline.lab.results import (
@@ -119,19 +120,32 @@ def _capacity_curves(runs: Path, records: list[dict[str, Any]]) -> tuple[Capacit
     return tuple(curves)
 
 
-def calibration_note(data: dict[str, Any]) -> str:
-    """What calibration found, and whether the target was reached at a valid load."""
-    target = float(data["target_utilization"])
-    steps = [s for s in data["steps"] if s["passed"]]
-    reached = max((float(s["utilization"]) for s in steps), default=0.0)
+def calibration_note(calibration: Calibration) -> str:
+    """What calibration found and why: for precision, the candidates' noise and what was
+    left out; for a target utilisation, whether it was reached at a valid load."""
+    took = f"; calibration took {calibration.seconds:g} s" if calibration.seconds else ""
+    target = calibration.target_utilization
+    if target is None:
+        top = servable_rate(calibration.steps)
+        failing = [s for s in calibration.steps if not s.passed]
+        ramp = f"; the highest rate served with every gate holding was {top:,.0f}/s" if top else ""
+        if failing:
+            first = min(failing, key=lambda s: s.rate_per_s)
+            ramp += f" ({first.rate_per_s:,.0f}/s failed: {first.note})"
+        return f"rate calibrated to {calibration.rate_per_s:g} requests/s: " + (
+            f"{calibration.reason}{ramp}{took}"
+        )
+    steps = [s for s in calibration.steps if s.passed]
+    reached = max((s.utilization for s in steps), default=0.0)
     text = (
-        f"rate calibrated to {data['rate_per_s']:g} requests/s for {target:.0%} busy "
-        f"in {len(data['steps'])} steps"
+        f"rate calibrated to {calibration.rate_per_s:g} requests/s for {target:.0%} busy "
+        f"in {len(calibration.steps)} steps{took}"
     )
     if reached < target * 0.9:
         text += (
             f"; the baseline reached only {reached:.0%} busy at the highest rate the load "
-            "stayed valid (the engine, or the service, could go no faster)"
+            "stayed valid (the engine, or the service, could go no faster): set a lower "
+            "target_utilization, or none to calibrate for precision"
         )
     return text
 
@@ -196,7 +210,9 @@ def side_effect_notes(records: list[dict[str, Any]]) -> list[str]:
 
 
 def measurement_notes(
-    records: list[dict[str, Any]], trial_notes: list[tuple[int, str, str]], calibration: str | None
+    records: list[dict[str, Any]],
+    trial_notes: list[tuple[int, str, str]],
+    calibration: Calibration | None,
 ) -> tuple[str, ...]:
     """Notes on how the measurement went: CPU not read from cgroups (loud: exited threads
     and daemons may be missed), batches run again and why, trials left out or not needed,
@@ -229,8 +245,8 @@ def measurement_notes(
             if len(skipped) > 1
             else f"trial {skipped[0] + 1} not run: the sequential design had settled"
         )
-    if calibration:
-        notes.append(calibration_note(json.loads(calibration)))
+    if calibration is not None:
+        notes.append(calibration_note(calibration))
     notes += side_effect_notes(records)
     return tuple(notes)
 
@@ -379,7 +395,10 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
             for a in arms
         )
         phase, failure, kind = row.phase, row.failure, row.kind
-        rate_per_s, calibration = row.rate_per_s, row.calibration
+        rate_per_s = row.rate_per_s
+        calibration = (
+            calibration_from_dict(json.loads(row.calibration)) if row.calibration else None
+        )
         trial_notes = [
             (t.index, t.state, t.note or "")
             for t in session.scalars(
@@ -457,6 +476,7 @@ def load_report(store: Store, experiment_id: int, *, reanalyse: bool = False) ->
         analysis=analysis,
         observations=observations,
         html_path=html if html.exists() else None,
+        calibration=calibration,
         notes=why_notes(why)
         + host_notes(tuple(hosts.values()), arm_classes=arm_classes)
         + host_pair_notes(analysis, pairs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -9,10 +10,16 @@ from typing import Any
 
 from hairline.kit.jsonout import to_jsonable
 from hairline.lab.analysis import Analysis
+from hairline.lab.calibrate import Calibration, servable_rate
 from hairline.report.context.capacity import arm_capacities
 from hairline.report.context.certificate import certificates
 from hairline.report.context.functions import functions_json
-from hairline.report.context.jsontypes import AnalysisJson, ClusteredJson, ExperimentJson
+from hairline.report.context.jsontypes import (
+    AnalysisJson,
+    CalibrationJson,
+    ClusteredJson,
+    ExperimentJson,
+)
 from hairline.report.context.model import ExperimentReport
 from hairline.report.context.notes import overlap_notes
 from hairline.report.context.pairs import host_pairs_json
@@ -99,6 +106,45 @@ def _clustered(c: Comparison | None) -> ClusteredJson | None:
     }  # fmt: skip
 
 
+def calibration_json(calibration: Calibration | None) -> CalibrationJson | None:
+    """The calibration's JSON: its choice, candidates and ramp steps."""
+    if calibration is None:
+        return None
+    precision = calibration.target_utilization is None
+    return {
+        "rate_per_s": calibration.rate_per_s,
+        "mode": "precision" if precision else "utilization",
+        "target_utilization": calibration.target_utilization,
+        "metric": calibration.metric or None,
+        "servable_rate_per_s": servable_rate(calibration.steps),
+        "reason": calibration.reason,
+        "seconds": calibration.seconds,
+        "aa_step_s": calibration.aa_step_s,
+        "candidates": [
+            {
+                "rate_per_s": c.rate_per_s,
+                "utilization": c.utilization,
+                "steps": c.steps,
+                "sd_per_trial_rel": c.sd_per_trial,
+                "passed": c.passed,
+                "note": c.note,
+                "host_differences": [d if math.isfinite(d) else None for d in c.host_differences],
+            }
+            for c in calibration.candidates
+        ],
+        "steps": [
+            {
+                "rate_per_s": s.rate_per_s,
+                "utilization": s.utilization,
+                "cpu_ns_per_request": s.cpu_ns_per_request,
+                "passed": s.passed,
+                "note": s.note,
+            }
+            for s in calibration.steps
+        ],
+    }
+
+
 def experiment_json(report: ExperimentReport) -> dict[str, Any]:
     """The JSON contract of ``hairline run --json`` / ``hairline report --json``: an
     :class:`~hairline.report.context.jsontypes.ExperimentJson`, whose fields say what each
@@ -137,6 +183,7 @@ def experiment_json(report: ExperimentReport) -> dict[str, Any]:
         "model": report.model,
         "html_path": _path(report.html_path),
         "notes": list(report.notes),
+        "calibration": calibration_json(report.calibration),
         "functions": functions_json(
             report.functions, report.functions_note, report.suggested_functions
         ),

@@ -20,6 +20,9 @@ from hairline.stats.verdict import Correction, Direction, Label, ThresholdKind
 __all__ = [
     "AnalysisJson",
     "ArmJson",
+    "CalibrationJson",
+    "CalibrationStepJson",
+    "CandidateRateJson",
     "ClusteredJson",
     "ComparisonJson",
     "ExperimentJson",
@@ -200,6 +203,66 @@ class HostJson(TypedDict):
 
 
 @documented
+class CalibrationStepJson(TypedDict):
+    """One step of calibration's ramp: a few seconds at one rate on the baseline."""
+
+    rate_per_s: float
+    utilization: float
+    """The baseline copies' CPU over their CPUs' time, their mean."""
+    cpu_ns_per_request: float
+    passed: bool
+    """Whether every gate held, no host's CPUs were past their limit, and the arm served
+    the rate without errors."""
+    note: str
+    """What failed, when something did."""
+
+
+@documented
+class CandidateRateJson(TypedDict):
+    """A candidate rate of calibration for precision, and its short paired A/A steps."""
+
+    rate_per_s: float
+    utilization: float
+    """The baseline's mean utilisation over its steps."""
+    steps: int
+    """Steps run (at most the first failing one)."""
+    sd_per_trial_rel: float | None
+    """The relative standard deviation of an A/A trial's effect (two consecutive steps,
+    the arms swapped between them) in the scored metric; null when a step failed."""
+    passed: bool
+    note: str
+    """Why it was left out, when it was."""
+    host_differences: list[float | None]
+    """Each step's log ratio of the copy on host 0's value to the copy on host 1's (null
+    when not measured): consecutive ones give ``sd_per_trial_rel``."""
+
+
+@documented
+class CalibrationJson(TypedDict):
+    """How the replay rate was found when the experiment file named none (docs/lab.md,
+    "Calibrated load")."""
+
+    rate_per_s: float
+    """The rate chosen."""
+    mode: Literal["precision", "utilization"]
+    """"precision": the candidate at which the deciding metric was most precise per
+    minute; "utilization": the rate at which the baseline was ``target_utilization`` busy."""
+    target_utilization: float | None
+    metric: str | None
+    """The metric candidates were scored on; null in utilisation mode."""
+    servable_rate_per_s: float | None
+    """The highest rate the ramp saw served with every gate holding."""
+    reason: str
+    """The choice in words ("" in utilisation mode)."""
+    seconds: float
+    """The calibration's wall time (0 when not recorded)."""
+    aa_step_s: float
+    """Each A/A step's length."""
+    candidates: list[CandidateRateJson]
+    steps: list[CalibrationStepJson]
+
+
+@documented
 class TrialValueJson(TypedDict):
     """One arm's value of one metric in one trial."""
 
@@ -260,6 +323,8 @@ class ExperimentJson(TypedDict):
     html_path: str | None
     notes: list[str]
     """About the measurement, such as failed load gates."""
+    calibration: CalibrationJson | None
+    """How the rate was calibrated; null when the file gave it."""
     functions: FunctionsJson
     overlaps: list[OverlapJson]
     headline: HeadlineJson

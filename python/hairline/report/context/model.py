@@ -17,6 +17,7 @@ from typing import Literal
 
 from hairline.kit.jsonout import documented
 from hairline.lab.analysis import Analysis
+from hairline.lab.calibrate import Calibration
 from hairline.lab.concurrency import Overlap
 from hairline.lab.functions import FunctionAnalysis
 from hairline.stats.certificate import AaRecord
@@ -137,6 +138,8 @@ class ExperimentReport:
     observations: Observations | None  # None when nothing measured
     html_path: Path | None = None  # where the HTML report was written, if any
     notes: tuple[str, ...] = ()  # about the measurement itself, e.g. failed load gates
+    # How the rate was calibrated (None when the file gave it); its note is in ``notes``.
+    calibration: Calibration | None = None
     # "hardware": one build, the arms are host classes and the verdict compares them;
     # "capacity": the arms' highest rates under the SLO are compared.
     mode: str = "efficiency"
