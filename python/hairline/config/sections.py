@@ -96,6 +96,10 @@ class LoadConfig(TomlModel):
     precision (leave both it and ``rate_per_s`` out to calibrate for precision)."""
     duration_s: float = Field(gt=0)
     """How long each batch replays the trace, in seconds."""
+    calibration_steps: int = Field(default=8, ge=4, le=64)
+    """When calibrating for precision: the paired 1 s A/A steps at each candidate rate.
+    Fewer calibrate sooner (three candidates take about 3 s a step) and rank the rates
+    less surely; four is the fewest that ranks them at all."""
     warmup_rate_per_s: float | None = Field(default=None, gt=0)
     """The warm-up's rate (default: ``rate_per_s``); also where calibration starts."""
     warmup_duration_s: float = Field(default=2.0, ge=0)

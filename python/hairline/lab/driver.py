@@ -36,6 +36,7 @@ from hairline.arms.remote import ArmRecipe, HostLost, RemoteArm, RemoteHost
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.lab.calibrate import calibrate
+from hairline.lab.rate_choice import AA_STEPS
 from hairline.lab.runner import Arm, ArmDef, Hooks, RunPlan, TrialLeftOut, run_trial
 from hairline.lab.schedule import Batch
 
@@ -197,6 +198,7 @@ def _run(job: Mapping[str, Any], emit: _Events, ray: Any, kept: _Hosts) -> dict[
                 ),
                 decide_on=tuple(job.get("decide_on") or ("cpu_ns_per_request",)),
                 start_rate_per_s=float(job["start_rate_per_s"]),
+                aa_steps=int(job.get("aa_steps") or AA_STEPS),
                 progress=lambda line: emit("phase", text=line),
             )
             return {"kind": "done", "calibration": result.as_dict()}

@@ -200,6 +200,7 @@ class RemoteDriver:
         target_utilization: float | None,
         decide_on: Sequence[str],
         start_rate_per_s: float,
+        aa_steps: int,
         progress: Callable[[str], None],
         check: Callable[[], None],
     ) -> Calibration:
@@ -207,7 +208,7 @@ class RemoteDriver:
         job = self._run.job(
             "calibrate", plan, plan.workdir / "driver-calibration.json",
             target_utilization=target_utilization, decide_on=list(decide_on),
-            start_rate_per_s=start_rate_per_s,
+            start_rate_per_s=start_rate_per_s, aa_steps=aa_steps,
         )  # fmt: skip
 
         def on_event(event: dict[str, Any]) -> None:

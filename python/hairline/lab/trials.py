@@ -260,13 +260,14 @@ def _rate(ctx: Context, plan: RunPlan, remote: RemoteDriver | None) -> RunPlan:
                 target_utilization=target,
                 decide_on=decide_on,
                 start_rate_per_s=start_rate_per_s,
+                aa_steps=load_config.calibration_steps,
                 progress=lambda line: ctx.emit("phase", line),
             )
         else:
             result = remote.calibrate(
                 plan, target_utilization=target, decide_on=decide_on,
-                start_rate_per_s=start_rate_per_s, progress=lambda line: ctx.emit("phase", line),
-                check=ctx.keeper.check,
+                start_rate_per_s=start_rate_per_s, aa_steps=load_config.calibration_steps,
+                progress=lambda line: ctx.emit("phase", line), check=ctx.keeper.check,
             )  # fmt: skip
         rate = result.rate_per_s
         ctx.emit(
