@@ -49,20 +49,22 @@ def test_a_function_made_twice_as_slow_is_named_with_its_cost(
     tmp_path: Path, engine_path: Path
 ) -> None:
     """False failure: under 1e-6: the test checks the point estimates, not the verdict
-    (whether BH finds a change in three trials is a power question: bench/profiling). A
+    (whether BH finds a change in two trials is a power question: bench/profiling). A
     batch holds about 1,200 samples at 4,999 Hz over 1 s (1,768 over 1.5 s, 2026-11-28),
     load_profile about 190 of them in A (a Poisson sd of 7%): its doubling reads +102%
-    with three trials' means each within a few points of that, so +50% to +160% is over
-    ten standard errors wide on either side, and the next largest change of a function's
-    own cost (at most a few points, over tens of samples) stays under it."""
+    with three trials' means each within a few points of that (two here: their mean's
+    sampling sd is about 4 points), so +50% to +160% is over ten standard errors wide on
+    either side, and the next largest change of a function's own cost (at most a few
+    points, over tens of samples) stays under it."""
     if perf_binary() is None:
         pytest.skip("perf is not installed (make sysdeps installs linux-perf)")
     slower = {"args": ["--slow-function", "load_profile=1.0"]}
-    report = run_profiled(tmp_path, engine_path, {"A": {}, "B": slower})
+    # Two trials (three took 6 s more): the point estimate, not a verdict, is checked.
+    report = run_profiled(tmp_path, engine_path, {"A": {}, "B": slower}, trials=2)
     functions = report["functions"]
     assert functions["note"] is None, functions
     [comparison] = functions["comparisons"]
-    assert comparison["candidate"] == "B" and comparison["trials"] == 3
+    assert comparison["candidate"] == "B" and comparison["trials"] == 2
     assert comparison["samples_per_batch"] > 400, comparison
     own = [c for c in comparison["functions"] if c["cost"] == "self"]
     largest = max(own, key=lambda c: abs(c["effect_ns"] or 0))
@@ -76,7 +78,7 @@ def test_a_function_made_twice_as_slow_is_named_with_its_cost(
     assert "Functions that changed" in html
     runs = tmp_path / "home" / "experiments" / str(report["experiment_id"]) / "runs"
     folded = sorted(runs.glob("*.folded"))
-    assert len(folded) == 3 * 2 * 2, folded
+    assert len(folded) == 2 * 2 * 2, folded
     assert not list(runs.glob("*.perf.data"))
 
 
