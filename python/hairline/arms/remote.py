@@ -241,6 +241,10 @@ class HostAgent:
         with self._call():
             return self._arms[arm_id].running()
 
+    def main_process(self, arm_id: int) -> tuple[int, int] | None:
+        with self._call():
+            return self._arms[arm_id].main_process()
+
     def stop_arm(self, arm_id: int) -> str:
         """Stop the arm (cgroup killed and removed); the tail of its log."""
         with self._call():
@@ -448,6 +452,11 @@ class RemoteArm:
 
     def running(self) -> bool:
         return bool(self._host.call("running", self._id))
+
+    def main_process(self) -> tuple[int, int] | None:
+        """The arm's main process on its node (:meth:`LocalArm.main_process`)."""
+        found = self._host.call("main_process", self._id)
+        return None if found is None else (int(found[0]), int(found[1]))
 
     def pids(self) -> list[int]:
         """None known here: the processes are on the node (profiling a Ray arm samples on

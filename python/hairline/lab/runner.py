@@ -98,6 +98,7 @@ class Arm(Protocol):
     def anon_memory_bytes(self) -> int: ...
     def peak_memory_bytes(self) -> int | None: ...
     def running(self) -> bool: ...
+    def main_process(self) -> tuple[int, int] | None: ...
     def pids(self) -> list[int]: ...
     def stop(self) -> None: ...
     def __enter__(self) -> Arm: ...
@@ -392,6 +393,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
 
             metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
             counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
+            # After the warm-up: a service that daemonises has left its start process by now.
+            main_before = {n: running[n].main_process() for n in names}
             cpu_before = {n: running[n].cpu_ns() for n in names}
             if hooks.progress:
                 hooks.progress(batch, "measuring")
@@ -432,6 +435,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         used_cpus = {c for h in host_of.values() for c in plan.hosts[h]} | set(plan.harness_cpus)
         stolen_ms = steal_ms(steal_before, read_cpu_times(), used_cpus)
         alive = {n: running[n].running() for n in names}
+        main_after = {n: running[n].main_process() for n in names}
         peak = {n: running[n].peak_memory_bytes() for n in names}
         # A dead arm has no counters to scrape; its batch is spoiled anyway.
         counters_after = {n: scrape(u) for n, u in metrics_urls.items() if alive[n]}
@@ -447,6 +451,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
             cpu_ns=cpu_after[n] - cpu_before[n],
             cpus=len(plan.hosts[host_of[n]]),
             running=alive[n],
+            main_before=main_before[n],
+            main_after=main_after[n],
         )
         for n in names
     }
