@@ -18,10 +18,13 @@ __all__ = [
     "BUILTIN_DIRECTIONS",
     "DEFAULT_THRESHOLD",
     "DIRECTIONS",
+    "DROPPED_WRITES",
+    "FAMILY_POLICIES",
     "Direction",
     "MetricPolicy",
     "Threshold",
     "builtin_direction",
+    "metric_family",
     "parse_directions",
     "parse_threshold",
     "parse_thresholds",
@@ -136,7 +139,28 @@ BUILTIN_DIRECTIONS: dict[str, Direction] = {
 }
 
 
+#: The writes an arm's egress proxies answered themselves, per downstream endpoint and batch
+#: (``dropped_writes[127.0.0.1:9000 POST /v1/order]``, docs/safety.md).
+DROPPED_WRITES = "dropped_writes"
+# Built-in policies of per-endpoint families (metric_family). A count whose baseline is
+# often 0 has no relative change: one write more per batch than the baseline matters.
+FAMILY_POLICIES: dict[str, MetricPolicy] = {
+    DROPPED_WRITES: MetricPolicy(threshold=Threshold(1.0, relative=False)),
+}
+
+
 def builtin_direction(metric: str) -> Direction:
     """The direction of a built-in metric (``name[endpoint]`` included); higher-is-worse for
     any other (counters per request, CPU, latency: most things cost)."""
     return BUILTIN_DIRECTIONS.get(metric.split("[", 1)[0], "higher-is-worse")
+
+
+def metric_family(metric: str) -> str:
+    """The name of the family a per-endpoint metric belongs to, its ``[...]`` part left out:
+    ``dropped_writes[127.0.0.1:9000 POST /v1/order]`` -> ``dropped_writes``,
+    ``reads_total[/api/feed]_per_request`` -> ``reads_total_per_request``. A policy named
+    for the family holds for each of its endpoints that has none of its own."""
+    head, bracket, rest = metric.partition("[")
+    if not bracket or "]" not in rest:
+        return metric
+    return head + rest.split("]", 1)[1]

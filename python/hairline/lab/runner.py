@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from hairline import engine
 from hairline.arms.cgroup import cgroup_name
+from hairline.arms.isolation import dropped_write_rows
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.cpustat import read_cpu_times, steal_ms
 from hairline.collect.prometheus import Sample, scrape
@@ -484,6 +485,9 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
                 rows.append((n, host, f"{metric}_per_request", value))
     cpu_per_request = {n: readings[n].cpu_ns / max(measured.targets[n].requests, 1) for n in names}
     rows += [(n, host_of[n], m, v) for n, m, v in profiles.rows(cpu_per_request)]
+    # Writes the egress proxies answered, per downstream endpoint: a metric with a threshold
+    # (docs/safety.md), beside the report's side-effect notes.
+    rows += [(n, host_of[n], m, v) for n, m, v in dropped_write_rows(isolation)]
     record: dict[str, object] = {
         "trial": batch.trial,
         "batch": batch.batch,
