@@ -137,6 +137,12 @@ class LocalArm:
             return self.cgroup.source
         return "procfs (process tree; exited threads counted in 10 ms ticks)"
 
+    @property
+    def memory_fallback(self) -> str:
+        """Why the arm's memory comes from procfs though it has a cgroup ("" when it does
+        not): the memory controller could not be had there (``ArmCgroup.memory_fallback``)."""
+        return self.cgroup.memory_fallback if self.cgroup is not None else ""
+
     def cpu_ns(self) -> int:
         """CPU time the arm used since it started, exited threads and children included."""
         if self.cgroup is not None:

@@ -223,6 +223,7 @@ class HostAgent:
                 "pid": arm.pid,
                 "measured_by": arm.measured_by,
                 "fallback": arm.fallback,
+                "memory_fallback": arm.memory_fallback,
             }
 
     def cpu_ns(self, arm_id: int) -> int:
@@ -423,6 +424,7 @@ class RemoteArm:
         self.cpus: tuple[int, ...] | None = host.cpus
         self.measured_by = ""
         self.fallback = ""
+        self.memory_fallback = ""
 
     def start(self, *, health_timeout_s: float = 30.0) -> RemoteArm:
         self._started = True
@@ -434,6 +436,7 @@ class RemoteArm:
         self.url = f"http://{self._host.address}:{self.port}"
         self.measured_by = f"{info['measured_by']} on {self._host.name}"
         self.fallback = str(info["fallback"])
+        self.memory_fallback = str(info.get("memory_fallback", ""))
         return self
 
     def cpu_ns(self) -> int:

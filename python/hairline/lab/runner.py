@@ -94,6 +94,8 @@ class Arm(Protocol):
     def measured_by(self) -> str: ...
     @property
     def fallback(self) -> str: ...
+    @property
+    def memory_fallback(self) -> str: ...
     def start(self, *, health_timeout_s: float = 30.0) -> Arm: ...
     def cpu_ns(self) -> int: ...
     def anon_memory_bytes(self) -> int: ...
@@ -442,6 +444,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         counters_after = {n: scrape(u) for n, u in metrics_urls.items() if alive[n]}
         measured_by = {n: running[n].measured_by for n in names}
         fallback = {n: running[n].fallback for n in names if running[n].fallback}
+        memory_fallback = {n: why for n in names if (why := running[n].memory_fallback)}
     # Read once the arms stopped, so the relays' last counts are in.
     isolation = {n: report for n in names if (report := _isolation_report(running[n]))}
 
@@ -495,6 +498,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         "summary": f"{tag}.json",
         "measured_by": measured_by,
         "cgroup_fallback": fallback,
+        "memory_fallback": memory_fallback,
         "wall_s": wall_s,
         "steal_ms": {str(c): ms for c, ms in stolen_ms.items()},
         "engine_cpus": sorted(plan.harness_cpus),
