@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import pytest
 
+from hairline.arms.isolation import dropped_write_rows
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.arms.netns import leftovers, netns_available, sweep_namespaces
 from hairline.config.isolation import IsolationConfig
@@ -140,3 +141,7 @@ def test_a_post_through_the_egress_proxy_never_reaches_the_downstream(
     relay = arm.isolation_report()["downstreams"][downstream]  # type: ignore[index]
     assert relay["forwarded"] == {"GET /items": 1}
     assert relay["dropped"] == {"POST /orders": 1}
+    # The batch's metric rows (lab/runner): one per downstream endpoint written to.
+    assert dropped_write_rows({"C": arm.isolation_report()}) == [
+        ("C", f"dropped_writes[{downstream} POST /orders]", 1.0)
+    ]

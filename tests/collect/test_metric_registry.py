@@ -31,6 +31,8 @@ NOT_METRICS = {
     ("arms/remote.py", "anon_memory_bytes"),
     ("arms/remote.py", "peak_memory_bytes"),
     ("collect/procfs.py", "anon_memory_bytes"),
+    # A calibration step's JSON field: the baseline's CPU per request at that rate.
+    ("report/context/contract.py", "cpu_ns_per_request"),
 }
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from hairline.collect.procfs import anon_memory_bytes, cpu_time_ns, process_tree
+from hairline.collect.procfs import anon_memory_bytes, cpu_time_ns, process_tree, started_ticks
 
 BUSY = """
 import sys, time
@@ -49,3 +51,27 @@ def test_a_vanished_process_counts_as_nothing() -> None:
     assert cpu_time_ns([proc.pid]) == 0
     assert anon_memory_bytes([proc.pid]) == 0
     assert process_tree(proc.pid) == []
+
+
+def test_a_process_is_named_by_its_pid_and_start_time_and_a_zombie_has_none() -> None:
+    """False failure: about 1e-6: a killed sleep must turn zombie within 5 s; the start times
+    are the kernel's, and a later process starts no earlier than one that still runs."""
+    older = subprocess.Popen(["sleep", "30"])
+    try:
+        younger = subprocess.Popen(["sleep", "30"])
+        first, second = started_ticks(older.pid), started_ticks(younger.pid)
+        assert first is not None and second is not None and first <= second
+        # Clock ticks since boot: not after now.
+        ticks_per_s = os.sysconf("SC_CLK_TCK")
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        assert second <= (uptime_s + 1) * ticks_per_s
+        younger.kill()
+        deadline = time.monotonic() + 5
+        while started_ticks(younger.pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert started_ticks(younger.pid) is None  # a zombie, not yet reaped, runs no more
+        younger.wait()
+        assert started_ticks(younger.pid) is None
+    finally:
+        older.kill()
+        older.wait()

@@ -3,10 +3,15 @@ three-sided experiments (each arm against the arm it names)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
+from experiment_files import write_experiment
 
+from hairline.arms.isolation import dropped_write_rows
+from hairline.config import Threshold, load_experiment
 from hairline.errors import ConfigError, DataError
 from hairline.lab.analysis import AnalysisOptions, analyze, history_runs
 from hairline.lab.schedule import schedule
@@ -154,3 +159,66 @@ def test_a_comparison_with_an_arm_that_is_not_there_is_an_error_naming_it() -> N
     with pytest.raises(DataError, match=r"three.parquet: .*change against parnet.*'parnet'"):
         analyze(observations, AnalysisOptions(), baseline="production",
                 baselines={"change": "parnet"})  # fmt: skip
+
+
+def dropped_write_batches(trials: int, *, seed: int) -> pa.Table:
+    """Each batch's dropped writes as the runner stores them (arms/isolation's rows from the
+    egress proxies' reports): /orders about 100 a batch in A and 130 in B, /audit alike,
+    /payments written by B alone (about 3 a batch; A's rows are 0)."""
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list[object]] = {k: [] for k in ("arm", "trial", "batch", "metric", "value")}
+    for trial in range(trials):
+        for batch in (0, 1):
+            dropped = {
+                "A": {"POST /orders": rng.poisson(100), "POST /audit": rng.poisson(50)},
+                "B": {"POST /orders": rng.poisson(130), "POST /audit": rng.poisson(50),
+                      "POST /payments": rng.poisson(3)},
+            }  # fmt: skip
+            reports = {
+                arm: {"downstreams": {"127.0.0.1:9000": {"dropped": counts}}}
+                for arm, counts in dropped.items()
+            }
+            for arm, metric, value in dropped_write_rows(reports):
+                for column, item in zip(rows, (arm, trial, batch, metric, value), strict=True):
+                    rows[column].append(item)
+    return pa.table(rows)
+
+
+def test_dropped_writes_per_endpoint_are_metrics_judged_by_their_familys_threshold(
+    tmp_path: Path,
+) -> None:
+    """False failure: none: seeded rngs make every draw the same on every run. B's +30 writes
+    a batch on /orders over 10 trials (Poisson sd 10 a batch, so about 3.5 per trial's
+    difference) is about 8 SE from 0; /payments' 3 a batch against A's 0 about 6 SE."""
+    observations = observations_from_table(dropped_write_batches(10, seed=7), source="drops")
+    orders = "dropped_writes[127.0.0.1:9000 POST /orders]"
+    payments = "dropped_writes[127.0.0.1:9000 POST /payments]"
+    audit = "dropped_writes[127.0.0.1:9000 POST /audit]"
+    assert set(observations.metrics) == {orders, payments, audit}
+    # The built-in family policy (from an experiment file that names none): one write more
+    # per batch than the baseline matters, whatever the endpoint.
+    config = load_experiment(write_experiment(tmp_path, tag="drops").path)
+    policies = config.policies()
+    assert policies["dropped_writes"].threshold == Threshold(1.0, relative=False)
+    verdicts = {
+        r.metric: r.verdict.label
+        for r in analyze(observations, AnalysisOptions(policies=policies)).results
+    }
+    # A write only the candidate makes, and 30% more writes to /orders, are regressions.
+    assert verdicts[payments] == "regression" and verdicts[orders] == "regression"
+    assert verdicts[audit] != "regression"
+    # A threshold named for the family in the service file holds for each endpoint; one
+    # named for an endpoint wins over it.
+    tolerant = load_experiment(
+        write_experiment(
+            tmp_path / "tolerant", tag="drops", thresholds={
+                "dropped_writes": "60", f'"{payments}"': "0.5",
+            },
+        ).path
+    ).policies()  # fmt: skip
+    verdicts = {
+        r.metric: r.verdict.label
+        for r in analyze(observations, AnalysisOptions(policies=tolerant)).results
+    }
+    assert verdicts[orders] != "regression" and verdicts[payments] == "regression"
+    assert tolerant[payments].threshold == Threshold(0.5, relative=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from hairline.collect.memory import PEAK_MEMORY
 from hairline.collect.registry import LATENCY, OPTIONAL, collectors_for
 from hairline.errors import ArmFailed
 from hairline.lab.runner import ArmDef, RunPlan, run_trials
+from hairline.lab.schedule import Batch
 from hairline.stats.data import ARM_A, ARM_B
 from hairline.store.observations import read_observations, write_observations
 
@@ -118,3 +121,50 @@ def test_an_arm_that_never_gets_healthy_fails_the_run_and_stops_the_other(
     with pytest.raises(ArmFailed, match=r"arm B: .*/never-healthy did not answer 2xx"):
         run_trials(plan(tmp_path, arms, health_timeout_s=1.0))
     assert own_children() == before
+
+
+def test_an_arm_that_restarts_during_the_measurement_spoils_its_batch(
+    tmp_path: Path, engine_path: Path
+) -> None:
+    """B's start process runs the sample service as a child, then ends once B's first batch
+    starts measuring (a file the progress hook writes): the child keeps serving, so B is
+    still "running", but it restarted. That attempt is spoiled with both pids named; the
+    next attempt (its start process never told to end) and the other batch are sound.
+
+    False failure: about 1e-6: the shell looks for its trigger every 20 ms and must end
+    within the 1 s measurement; the rest is exact."""
+    trigger = tmp_path / "restart-B"
+    service = sample_arm(engine_path, "B")
+
+    def restarting(port: int, cpus: tuple[int, ...]) -> ArmSpec:
+        serve = shlex.join(service.spec(port, cpus).command)
+        script = f"{serve} & while [ ! -e {trigger} ]; do sleep 0.02; done; rm {trigger}"
+        return ArmSpec(name="B", command=["sh", "-c", script], health_path="/healthz")
+
+    said: list[str] = []
+
+    def progress(batch: Batch, text: str) -> None:
+        said.append(f"batch {batch.batch} {text}")
+        if text == "measuring" and len([s for s in said if s.endswith("measuring")]) == 1:
+            trigger.touch()
+
+    arms = (sample_arm(engine_path, "A"), ArmDef("B", restarting, "/warm", "/metrics"))
+    before = own_children()
+    table = run_trials(plan(tmp_path, arms, max_batch_attempts=2), progress=progress)
+    assert own_children() == before
+
+    spoiled = json.loads((tmp_path / "run" / "t0b0a1.batch.json").read_text())
+    assert spoiled["accepted"] is False
+    [problem] = spoiled["problems"]
+    match = re.fullmatch(
+        r"arm B restarted during the measurement: its main process \(pid (\d+)\) ended "
+        r"and pid (\d+) serves now",
+        problem,
+    )
+    assert match is not None and match[1] != match[2], problem
+    assert f"batch 0 spoiled (attempt 1): {problem}" in said
+    for tag in ("t0b0a2", "t0b1a1"):
+        assert json.loads((tmp_path / "run" / f"{tag}.batch.json").read_text())["accepted"]
+    # Only the sound attempts' rows: one per arm and batch.
+    cpu = table.filter(pc.equal(table.column("metric"), "cpu_ns_per_request"))
+    assert sorted(cpu.column("arm").to_pylist()) == ["A", "A", "B", "B"]

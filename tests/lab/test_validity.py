@@ -48,6 +48,29 @@ def test_an_arm_that_crashed_spoils_the_batch() -> None:
     ]
 
 
+def test_an_arm_whose_main_process_changed_restarted_and_spoils_the_batch() -> None:
+    # (pid, start time): the start command's process at the start, a child at the end.
+    restarted = reading(main_before=(4120, 90_001), main_after=(4133, 90_002))
+    assert problems(A=reading(), B=restarted) == [
+        "arm B restarted during the measurement: its main process (pid 4120) ended and "
+        "pid 4133 serves now"
+    ]
+    # The same pid started again later is another process (the kernel reused the pid).
+    [problem] = problems(B=reading(main_before=(4120, 90_001), main_after=(4120, 95_000)))
+    assert problem.startswith("arm B restarted during the measurement")
+
+
+def test_an_arm_that_kept_its_main_process_or_was_not_watched_is_sound() -> None:
+    same = reading(main_before=(4120, 90_001), main_after=(4120, 90_001))
+    assert problems(A=same, B=reading()) == []
+    # Nothing known at the start (a remote arm's node could not say): nothing to compare.
+    assert problems(A=reading(main_before=None, main_after=(4133, 90_002))) == []
+    # A crash is said once, as a crash.
+    assert problems(B=reading(running=False, main_before=(4120, 1), main_after=None)) == [
+        "arm B was not running at the end of the measurement"
+    ]
+
+
 def test_impossible_cpu_readings_spoil_the_batch() -> None:
     assert problems(A=reading(cpu_ns=0)) == ["arm A used no CPU while serving 1000 requests"]
     [problem] = problems(A=reading(cpu_ns=3_000_000_000))  # 3 s of CPU in 2 s on one CPU

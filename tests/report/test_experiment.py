@@ -26,7 +26,7 @@ from hairline.lab.results import analyze_experiment, save_analysis, store_verdic
 from hairline.lab.schedule import schedule
 from hairline.lab.status import experiment_rows
 from hairline.report.context import experiment_json, headline
-from hairline.report.experiment import load_report
+from hairline.report.experiment import load_report, measurement_notes
 from hairline.report.html import render_html
 from hairline.report.markdown import render_markdown
 from hairline.report.terminal import print_experiment
@@ -186,3 +186,25 @@ def test_listings_count_only_the_deciding_comparisons_regressions(
     counts = {row["id"]: row["regressions"] for row in experiment_rows(store)}
     assert counts[context_only] == 0
     assert counts[regressed] == 1
+
+
+def test_cgroup_and_memory_fallbacks_are_loud_warnings_in_the_notes() -> None:
+    """The two procfs fallbacks, as batch records carry them (lab/runner): an arm with no
+    cgroup at all, and an arm whose cgroup could not have the memory controller."""
+    records = [
+        {"trial": 0, "batch": 0, "attempt": 1, "accepted": True,
+         "cgroup_fallback": {"A": "cannot make a v2 cgroup: permission denied"},
+         "memory_fallback": {"B": "+memory could not be enabled in /sys/fs/cgroup/x/"
+                                  "cgroup.subtree_control: Device or resource busy"}},
+    ]  # fmt: skip
+    notes = measurement_notes(records, [], None)
+    assert notes == (
+        "WARNING: arm A ran without a cgroup (cannot make a v2 cgroup: permission denied); "
+        "its CPU comes from procfs in 10 ms ticks and misses daemons that left its process tree",
+        "WARNING: arm B's memory comes from procfs, not its cgroup (+memory could not be "
+        "enabled in /sys/fs/cgroup/x/cgroup.subtree_control: Device or resource busy): the "
+        "resident anonymous memory of its processes, without what exited or left them",
+    )
+    # Measured from the cgroup: no warning.
+    assert measurement_notes([{**records[0], "cgroup_fallback": {}, "memory_fallback": {}}],
+                             [], None) == ()  # fmt: skip

@@ -28,6 +28,7 @@ dead one left by name (:func:`sweep`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import signal
@@ -53,6 +54,10 @@ CgroupMode = Literal["v2", "v1", "none"]
 # pids: the limit on a sandboxed build's processes (lab/build/sandbox.py).
 _V1_CONTROLLERS = ("cpuacct", "memory", "freezer", "pids")
 _KILL_TIMEOUT_S = 5.0
+# Where the processes of hairline's own v2 cgroup go when they keep it from delegating the
+# memory controller (v2's rule: a cgroup that enables controllers for its children holds no
+# processes itself, as under systemd, whose service and session cgroups hold theirs).
+LEAF = "hairline-leaf"
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,11 @@ def probe(*, proc: Path = Path("/proc")) -> Hierarchies:
             continue
         root, mount, fstype = fields[3], Path(fields[4]), tail[0]
         if fstype == "cgroup2" and v2 is None:
-            v2 = _inside(mount, root, own.get("", "/"))
+            own_v2 = own.get("", "/")
+            # Moved to the leaf by an earlier arm (_to_leaf): the cgroup is still the parent.
+            if own_v2.rstrip("/").endswith("/" + LEAF):
+                own_v2 = own_v2.rstrip("/")[: -len(LEAF) - 1] or "/"
+            v2 = _inside(mount, root, own_v2)
         elif fstype == "cgroup":
             for controller in tail[2].split(","):
                 if controller in _V1_CONTROLLERS and controller not in v1:
@@ -161,9 +170,12 @@ class ArmCgroup:
     """One arm's cgroup: a directory per hierarchy used (one for v2, one per controller for
     v1). Processes join it before they exec (:attr:`procs_files`)."""
 
-    def __init__(self, mode: CgroupMode, dirs: dict[str, Path]) -> None:
+    def __init__(self, mode: CgroupMode, dirs: dict[str, Path], memory_fallback: str = "") -> None:
         self.mode = mode
         self.dirs = dirs
+        # Why memory is not read from the cgroup ("" when it is): the arm then reads it from
+        # procfs, and the report says so.
+        self.memory_fallback = memory_fallback
 
     @property
     def name(self) -> str:
@@ -178,8 +190,12 @@ class ArmCgroup:
     def source(self) -> str:
         """Where CPU and memory are read from, for reports."""
         if self.mode == "v2":
-            return f"cgroup v2 ({self.dirs['v2']})"
-        return f"cgroup v1 ({', '.join(sorted(self.dirs))})"
+            where = f"cgroup v2 ({self.dirs['v2']})"
+        else:
+            where = f"cgroup v1 ({', '.join(sorted(self.dirs))})"
+        return where + (
+            f"; memory from procfs ({self.memory_fallback})" if self.memory_fallback else ""
+        )
 
     def pids(self) -> list[int]:
         seen: set[int] = set()
@@ -308,15 +324,57 @@ def _base_dirs(mode: CgroupMode, hierarchies: Hierarchies) -> dict[str, Path]:
     return {}
 
 
-def _enable_v2_controllers(base: Path, parent: Path, available: frozenset[str]) -> None:
-    """Let arm cgroups have the memory, cpu and pids controllers where the parent allows it. The
-    parent may hold processes (v2 forbids enabling then): CPU usage is a core file and is
-    read all the same; memory then comes from procfs."""
-    wanted = [c for c in ("cpu", "memory", "pids") if c in available]
-    for directory in (parent, base):
-        for controller in wanted:
+Write = Callable[[Path, str], None]
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def _to_leaf(parent: Path, write: Write) -> None:
+    """Move every process of ``parent`` into its child ``LEAF`` (hairline's own process
+    included), so that ``parent`` may enable controllers for its children. A few rounds: a
+    process may fork while the others move."""
+    leaf = parent / LEAF
+    leaf.mkdir(exist_ok=True)
+    for _ in range(3):
+        try:
+            pids = (parent / "cgroup.procs").read_text().split()
+        except OSError:
+            return
+        if not pids:
+            return
+        for pid in pids:
+            # A process that exited meanwhile, or a kernel thread, stays: the retry says.
             with contextlib.suppress(OSError):
-                (directory / "cgroup.subtree_control").write_text(f"+{controller}")
+                write(leaf / "cgroup.procs", pid)
+
+
+def _enable_v2_controllers(
+    base: Path, parent: Path, available: frozenset[str], *, write: Write = _write
+) -> str:
+    """Let arm cgroups have the memory, cpu and pids controllers where the parent allows it;
+    why memory cannot be had ("" when it can). A parent that holds processes cannot enable
+    them (EBUSY): its processes move to a leaf first (:func:`_to_leaf`). CPU usage is a core
+    file and is read all the same; memory then comes from procfs, and the report says so."""
+    if "memory" not in available:
+        return f"the unified hierarchy offers no memory controller at {parent} (cgroup.controllers)"
+    why = ""
+    for directory in (parent, base):
+        for controller in (c for c in ("cpu", "memory", "pids") if c in available):
+            control = directory / "cgroup.subtree_control"
+            try:
+                try:
+                    write(control, f"+{controller}")
+                except OSError as err:
+                    if err.errno != errno.EBUSY or directory != parent:
+                        raise
+                    _to_leaf(parent, write)
+                    write(control, f"+{controller}")
+            except OSError as err:
+                if controller == "memory" and not why:
+                    why = f"+memory could not be enabled in {control}: {err.strerror or err}"
+    return why
 
 
 def create_cgroup(
@@ -332,12 +390,15 @@ def create_cgroup(
     if chosen == "none":
         return None, "no cgroup hierarchy is usable here (or HAIRLINE_CGROUP=none)"
     dirs: dict[str, Path] = {}
+    memory_fallback = ""
     try:
         for key, base in _base_dirs(chosen, hierarchies).items():
             for attempt in range(3):
                 base.mkdir(exist_ok=True)
                 if key == "v2":
-                    _enable_v2_controllers(base, base.parent, hierarchies.v2_controllers)
+                    memory_fallback = _enable_v2_controllers(
+                        base, base.parent, hierarchies.v2_controllers
+                    )
                 try:
                     (base / name).mkdir(exist_ok=True)
                     break
@@ -357,7 +418,21 @@ def create_cgroup(
         # would remove what was made.
         ArmCgroup(chosen, dirs).remove(timeout_s=0.5)
         raise
-    return ArmCgroup(chosen, dirs), ""
+    return ArmCgroup(chosen, dirs, _memory_fallback(chosen, dirs, memory_fallback)), ""
+
+
+def _memory_fallback(mode: CgroupMode, dirs: dict[str, Path], why: str) -> str:
+    """Why the arm's memory cannot come from its cgroup ("" when it can): v2 without the
+    memory controller in the arm's ``cgroup.controllers``, or v1 without a memory hierarchy."""
+    if mode == "v1":
+        return "" if "memory" in dirs else "no cgroup v1 memory hierarchy is mounted"
+    try:
+        controllers = (dirs["v2"] / "cgroup.controllers").read_text().split()
+    except OSError as err:
+        return why or f"{dirs['v2'] / 'cgroup.controllers'}: {err.strerror or err}"
+    if "memory" in controllers:
+        return ""
+    return why or f"the memory controller is not enabled for {dirs['v2']}"
 
 
 def remove_named(name: str, *, hierarchies: Hierarchies | None = None) -> list[str]:

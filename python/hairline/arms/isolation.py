@@ -13,14 +13,38 @@ lab stores per batch and the report shows as side effects.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from hairline.arms.egress import EgressProxy, EgressSpec, EgressStats
 from hairline.arms.netns import ArmNamespace
 from hairline.config.isolation import IsolationConfig, is_loopback
+from hairline.config.policy import DROPPED_WRITES
 
-__all__ = ["ArmIsolation", "relay_specs"]
+__all__ = ["ArmIsolation", "dropped_write_rows", "relay_specs"]
+
+
+def dropped_write_rows(reports: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, float]]:
+    """(arm, metric, writes dropped) per downstream endpoint of one batch, from each isolated
+    arm's :meth:`ArmIsolation.report`: every endpoint any arm wrote to, 0 for the arms that
+    did not (a write only the candidate makes is the change to see). The counts cover the
+    arm's life in the batch, warm-up included: every arm runs the same schedule in lockstep,
+    so the arms compare; the per-request rate is not known for the warm-up."""
+    counts: dict[str, dict[str, int]] = {}
+    for arm, report in reports.items():
+        mine = counts.setdefault(arm, {})
+        for address, relay in (report.get("downstreams") or {}).items():
+            for endpoint, n in (relay.get("dropped") or {}).items():
+                key = f"{DROPPED_WRITES}[{address} {endpoint}]"
+                mine[key] = mine.get(key, 0) + int(n)
+    metrics = sorted({m for mine in counts.values() for m in mine})
+    return [
+        (arm, metric, float(counts[arm].get(metric, 0)))
+        for arm in sorted(counts)
+        for metric in metrics
+    ]
 
 
 def relay_specs(isolation: IsolationConfig, netns: Path) -> list[EgressSpec]:

@@ -30,7 +30,12 @@ from types import TracebackType
 from hairline.arms.cgroup import ArmCgroup, create_cgroup, remove_named
 from hairline.arms.isolation import ArmIsolation
 from hairline.arms.sandbox import ArmSandbox, sandbox_env, sandboxed_command
-from hairline.collect.procfs import anon_memory_bytes, cpu_time_with_exited_ns, process_tree
+from hairline.collect.procfs import (
+    anon_memory_bytes,
+    cpu_time_with_exited_ns,
+    process_tree,
+    started_ticks,
+)
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import ArmFailed
 from hairline.kit.ports import free_port
@@ -138,6 +143,12 @@ class LocalArm:
             return self.cgroup.source
         return "procfs (process tree; exited threads counted in 10 ms ticks)"
 
+    @property
+    def memory_fallback(self) -> str:
+        """Why the arm's memory comes from procfs though it has a cgroup ("" when it does
+        not): the memory controller could not be had there (``ArmCgroup.memory_fallback``)."""
+        return self.cgroup.memory_fallback if self.cgroup is not None else ""
+
     def cpu_ns(self) -> int:
         """CPU time the arm used since it started, exited threads and children included."""
         if self.cgroup is not None:
@@ -166,6 +177,22 @@ class LocalArm:
         if self.cgroup is not None:
             return bool(self.cgroup.pids())
         return self.alive()
+
+    def main_process(self) -> tuple[int, int] | None:
+        """The arm's main process as (pid, start time in clock ticks since boot): the start
+        command's process while it lives, else (a service that daemonised) the oldest process
+        left in the arm; None when nothing of it runs. Another answer later in a batch means
+        the service restarted: its main process ended and a process it left, or a new one,
+        serves now, which ``running`` alone cannot tell from a sound arm."""
+        if self._proc is None:
+            return None
+        if self.alive() and (started := started_ticks(self._proc.pid)) is not None:
+            return self._proc.pid, started
+        left = [(t, p) for p in self.pids() if (t := started_ticks(p)) is not None]
+        if not left:
+            return None
+        started, pid = min(left)
+        return pid, started
 
     @property
     def pid(self) -> int:

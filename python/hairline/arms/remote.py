@@ -223,6 +223,7 @@ class HostAgent:
                 "pid": arm.pid,
                 "measured_by": arm.measured_by,
                 "fallback": arm.fallback,
+                "memory_fallback": arm.memory_fallback,
             }
 
     def cpu_ns(self, arm_id: int) -> int:
@@ -240,6 +241,10 @@ class HostAgent:
     def running(self, arm_id: int) -> bool:
         with self._call():
             return self._arms[arm_id].running()
+
+    def main_process(self, arm_id: int) -> tuple[int, int] | None:
+        with self._call():
+            return self._arms[arm_id].main_process()
 
     def stop_arm(self, arm_id: int) -> str:
         """Stop the arm (cgroup killed and removed); the tail of its log."""
@@ -419,6 +424,7 @@ class RemoteArm:
         self.cpus: tuple[int, ...] | None = host.cpus
         self.measured_by = ""
         self.fallback = ""
+        self.memory_fallback = ""
 
     def start(self, *, health_timeout_s: float = 30.0) -> RemoteArm:
         self._started = True
@@ -430,6 +436,7 @@ class RemoteArm:
         self.url = f"http://{self._host.address}:{self.port}"
         self.measured_by = f"{info['measured_by']} on {self._host.name}"
         self.fallback = str(info["fallback"])
+        self.memory_fallback = str(info.get("memory_fallback", ""))
         return self
 
     def cpu_ns(self) -> int:
@@ -448,6 +455,11 @@ class RemoteArm:
 
     def running(self) -> bool:
         return bool(self._host.call("running", self._id))
+
+    def main_process(self) -> tuple[int, int] | None:
+        """The arm's main process on its node (:meth:`LocalArm.main_process`)."""
+        found = self._host.call("main_process", self._id)
+        return None if found is None else (int(found[0]), int(found[1]))
 
     def pids(self) -> list[int]:
         """None known here: the processes are on the node (profiling a Ray arm samples on

@@ -9,7 +9,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["anon_memory_bytes", "cpu_time_ns", "cpu_time_with_exited_ns", "process_tree"]
+__all__ = [
+    "anon_memory_bytes",
+    "cpu_time_ns",
+    "cpu_time_with_exited_ns",
+    "process_tree",
+    "started_ticks",
+]
 
 _PROC = Path("/proc")
 
@@ -23,6 +29,20 @@ def _stat_fields(proc: Path, pid: str) -> list[str] | None:
     except OSError:
         return None
     return stat[stat.rfind(")") + 2 :].split()
+
+
+def started_ticks(pid: int, *, proc: Path = _PROC) -> int | None:
+    """When the process started (``stat``'s starttime, clock ticks since boot), or None when
+    it is gone or a zombie. With its pid it names one process: a pid the kernel hands out
+    again belongs to a process that started later."""
+    fields = _stat_fields(proc, str(pid))
+    # starttime is stat's field 22, so 19 of those after the name; state is the first.
+    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    try:
+        return int(fields[19])
+    except ValueError:
+        return None
 
 
 def process_tree(root_pid: int, *, proc: Path = _PROC) -> list[int]:

@@ -19,7 +19,13 @@ from hairline.config.experiment import (
     ServiceConfig,
     parse_every_s,
 )
-from hairline.config.policy import BUILTIN_DIRECTIONS, DIRECTIONS, parse_threshold
+from hairline.config.policy import (
+    BUILTIN_DIRECTIONS,
+    DIRECTIONS,
+    FAMILY_POLICIES,
+    metric_family,
+    parse_threshold,
+)
 from hairline.config.sections import CAPACITY_FIELDS, HOST_CLASS_FACTS
 from hairline.errors import ConfigError
 
@@ -58,10 +64,15 @@ def check_service(service: ServiceConfig, svc: Report) -> None:
             names = ", ".join(OPTIONAL) or "none yet"
             svc(("collect",), f"no optional collector {name!r}",
                 f"use one of: {names} (docs/lab.md, Metrics)")  # fmt: skip
-    known = [*BUILTIN_DIRECTIONS, *(f"{c}_per_request" for c in service.counters)]
+    known = [
+        *BUILTIN_DIRECTIONS,
+        *FAMILY_POLICIES,
+        *(f"{c}_per_request" for c in service.counters),
+    ]
     for metric, mc in service.metrics.items():
-        # name[endpoint]_per_request is the per-endpoint form of a counter's metric.
-        if re.sub(r"\[[^\]]*\]", "", metric) not in known:
+        # name[endpoint]_per_request is the per-endpoint form of a counter's metric, and
+        # dropped_writes[ADDRESS METHOD /path] of the egress proxies' dropped writes.
+        if metric_family(metric) not in known:
             close = difflib.get_close_matches(metric, known, n=1)
             svc(
                 ("metrics", metric),

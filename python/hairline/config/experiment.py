@@ -16,6 +16,7 @@ from hairline.config.isolation import IsolationConfig
 from hairline.config.policy import (
     BUILTIN_DIRECTIONS,
     DIRECTIONS,
+    FAMILY_POLICIES,
     MetricPolicy,
     builtin_direction,
     parse_threshold,
@@ -293,14 +294,15 @@ class ExperimentConfig(TomlModel):
 
     def policies(self) -> dict[str, MetricPolicy]:
         """Every metric's policy: the service file's, and for the built-in metrics it does
-        not name, the default threshold in the metric's own direction."""
+        not name, the default threshold in the metric's own direction; a family's
+        (``dropped_writes``) holds for each of its endpoints (lab/analysis)."""
         named = {name: metric.policy(name) for name, metric in self.service.metrics.items()}
         builtin = {
             name: MetricPolicy(direction=direction)
             for name, direction in BUILTIN_DIRECTIONS.items()
             if direction != "higher-is-worse"
         }
-        return builtin | named
+        return builtin | FAMILY_POLICIES | named
 
     def as_aa(self) -> ExperimentConfig:
         """The A/A form: every arm is the baseline (same build, same arguments)."""

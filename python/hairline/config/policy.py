@@ -19,10 +19,13 @@ __all__ = [
     "BUILTIN_DIRECTIONS",
     "DEFAULT_THRESHOLD",
     "DIRECTIONS",
+    "DROPPED_WRITES",
+    "FAMILY_POLICIES",
     "Direction",
     "MetricPolicy",
     "Threshold",
     "builtin_direction",
+    "metric_family",
     "parse_directions",
     "parse_threshold",
     "parse_thresholds",
@@ -122,3 +125,24 @@ def parse_directions(items: Iterable[str]) -> dict[str, Direction]:
 # The lab's own metrics, each with the direction in which it gets worse: the registry's
 # (collect/registry.py), where each is declared once.
 BUILTIN_DIRECTIONS: dict[str, Direction] = {name: m.direction for name, m in BUILTIN.items()}
+
+
+#: The writes an arm's egress proxies answered themselves, per downstream endpoint and batch
+#: (``dropped_writes[127.0.0.1:9000 POST /v1/order]``, docs/safety.md).
+DROPPED_WRITES = "dropped_writes"
+# Built-in policies of per-endpoint families (metric_family). A count whose baseline is
+# often 0 has no relative change: one write more per batch than the baseline matters.
+FAMILY_POLICIES: dict[str, MetricPolicy] = {
+    DROPPED_WRITES: MetricPolicy(threshold=Threshold(1.0, relative=False)),
+}
+
+
+def metric_family(metric: str) -> str:
+    """The name of the family a per-endpoint metric belongs to, its ``[...]`` part left out:
+    ``dropped_writes[127.0.0.1:9000 POST /v1/order]`` -> ``dropped_writes``,
+    ``reads_total[/api/feed]_per_request`` -> ``reads_total_per_request``. A policy named
+    for the family holds for each of its endpoints that has none of its own."""
+    head, bracket, rest = metric.partition("[")
+    if not bracket or "]" not in rest:
+        return metric
+    return head + rest.split("]", 1)[1]

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hairline.config import MetricPolicy
+from hairline.config.policy import metric_family
 from hairline.errors import ConfigError, DataError
 from hairline.stats import (
     Comparison,
@@ -310,7 +311,7 @@ def analyze(
             )
 
     for candidate, comparisons in by_candidate.items():
-        rules = {m: _rule(options.policies.get(m, options.default_policy)) for m in comparisons}
+        rules = {m: _rule(_policy(options, m)) for m in comparisons}
         for metric, verdict in verdicts(comparisons, rules, correction=options.correction).items():
             model, reason, cut_rows = chosen[(candidate, metric)]
             results.append(
@@ -390,6 +391,13 @@ def _level(options: AnalysisOptions, model: str, *, fallback: bool) -> float:
         return options.alpha
     first_look, max_trials = options.sequential
     return look_alpha(options.alpha, first_look, max_trials, None if fallback else model)
+
+
+def _policy(options: AnalysisOptions, metric: str) -> MetricPolicy:
+    """The metric's own policy, else its family's (``name[endpoint]``: the name's), else the
+    default."""
+    found = options.policies.get(metric) or options.policies.get(metric_family(metric))
+    return found or options.default_policy
 
 
 def _rule(policy: MetricPolicy) -> MetricRule:

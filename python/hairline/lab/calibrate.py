@@ -38,6 +38,7 @@ from typing import Any
 
 from hairline import engine
 from hairline.collect.cpustat import busy_share, read_cpu_times
+from hairline.collect.summary import CPU_PER_REQUEST, LATENCY_P50, LATENCY_P99
 from hairline.errors import CalibrationFailed, HairlineError
 from hairline.lab.rate_choice import (
     AA_STEP_S,
@@ -205,7 +206,7 @@ def calibrate(
     arm: ArmDef,
     *,
     target_utilization: float | None,
-    decide_on: Sequence[str] = ("cpu_ns_per_request",),
+    decide_on: Sequence[str] = (CPU_PER_REQUEST.name,),
     start_rate_per_s: float = 100.0,
     step_s: float = 2.0,
     max_steps: int = 7,
@@ -401,9 +402,9 @@ def _step(
     per_request = sum(used.values()) / len(copies) / served
     values = tuple(
         {
-            "cpu_ns_per_request": used[n] / max(result.targets[n].requests, 1),
-            "latency_p50_us": result.targets[n].latency_us.p50,
-            "latency_p99_us": result.targets[n].latency_us.p99,
+            CPU_PER_REQUEST.name: used[n] / max(result.targets[n].requests, 1),
+            LATENCY_P50.name: result.targets[n].latency_us.p50,
+            LATENCY_P99.name: result.targets[n].latency_us.p99,
         }[metric]
         for n in copies
     )

@@ -33,6 +33,7 @@ from typing import IO, Any
 import pyarrow.parquet as pq
 
 from hairline.arms.remote import ArmRecipe, HostLost, RemoteArm, RemoteHost
+from hairline.collect.summary import CPU_PER_REQUEST
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.lab.calibrate import calibrate
@@ -196,7 +197,7 @@ def _run(job: Mapping[str, Any], emit: _Events, ray: Any, kept: _Hosts) -> dict[
                 target_utilization=(
                     None if job["target_utilization"] is None else float(job["target_utilization"])
                 ),
-                decide_on=tuple(job.get("decide_on") or ("cpu_ns_per_request",)),
+                decide_on=tuple(job.get("decide_on") or (CPU_PER_REQUEST.name,)),
                 start_rate_per_s=float(job["start_rate_per_s"]),
                 aa_steps=int(job.get("aa_steps") or AA_STEPS),
                 progress=lambda line: emit("phase", text=line),

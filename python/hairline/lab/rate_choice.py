@@ -26,6 +26,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hairline.collect.summary import CPU_PER_REQUEST, LATENCY_P50, LATENCY_P99
+
 __all__ = [
     "AA_STEPS",
     "AA_STEP_S",
@@ -42,7 +44,7 @@ __all__ = [
 
 #: The metrics a calibration step measures: the copies' cgroup CPU over the requests they
 #: served, and the engine's latency percentiles per copy (runner.py's rows of the same names).
-MEASURABLE_METRICS = ("cpu_ns_per_request", "latency_p50_us", "latency_p99_us")
+MEASURABLE_METRICS = (CPU_PER_REQUEST.name, LATENCY_P50.name, LATENCY_P99.name)
 #: A relative standard deviation per trial below this is not told apart from it (0.1%):
 #: six one-second steps cannot show better, and the demo's noise is ten times that.
 NOISE_FLOOR = 0.001
@@ -90,9 +92,9 @@ def calibration_metric(decide_on: Sequence[str]) -> tuple[str, str]:
         if metric in MEASURABLE_METRICS:
             note = "" if metric == decide_on[0] else f"{decide_on[0]} is not measured per step"
             return metric, note
-    return "cpu_ns_per_request", (
+    return CPU_PER_REQUEST.name, (
         f"{', '.join(decide_on)} {'is' if len(decide_on) == 1 else 'are'} not measured per "
-        "step; scored on cpu_ns_per_request"
+        f"step; scored on {CPU_PER_REQUEST.name}"
     )
 
 

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from hairline import engine
 from hairline.arms.cgroup import cgroup_name
+from hairline.arms.isolation import dropped_write_rows
 from hairline.arms.local import ArmSpec, LocalArm, free_port
 from hairline.collect.cpustat import read_cpu_times, steal_ms
 from hairline.collect.metric import Measured, Window
@@ -95,11 +96,14 @@ class Arm(Protocol):
     def measured_by(self) -> str: ...
     @property
     def fallback(self) -> str: ...
+    @property
+    def memory_fallback(self) -> str: ...
     def start(self, *, health_timeout_s: float = 30.0) -> Arm: ...
     def cpu_ns(self) -> int: ...
     def anon_memory_bytes(self) -> int: ...
     def peak_memory_bytes(self) -> int | None: ...
     def running(self) -> bool: ...
+    def main_process(self) -> tuple[int, int] | None: ...
     def pids(self) -> list[int]: ...
     def stop(self) -> None: ...
     def __enter__(self) -> Arm: ...
@@ -373,6 +377,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
 
             metrics_urls = {n: running[n].url + p for n in names if (p := by_name[n].metrics_path)}
             counters_before = {n: scrape(u) for n, u in metrics_urls.items()}
+            # After the warm-up: a service that daemonises has left its start process by now.
+            main_before = {n: running[n].main_process() for n in names}
             cpu_before = {n: running[n].cpu_ns() for n in names}
             if hooks.progress:
                 hooks.progress(batch, "measuring")
@@ -418,10 +424,12 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         used_cpus = {c for h in host_of.values() for c in plan.hosts[h]} | set(plan.harness_cpus)
         stolen_ms = steal_ms(steal_before, read_cpu_times(), used_cpus)
         alive = {n: running[n].running() for n in names}
+        main_after = {n: running[n].main_process() for n in names}
         # A dead arm has no counters to scrape; its batch is spoiled anyway.
         counters_after = {n: scrape(u) for n, u in metrics_urls.items() if alive[n]}
         measured_by = {n: running[n].measured_by for n in names}
         fallback = {n: running[n].fallback for n in names if running[n].fallback}
+        memory_fallback = {n: why for n in names if (why := running[n].memory_fallback)}
     # Read once the arms stopped, so the relays' last counts are in.
     isolation = {n: report for n in names if (report := _isolation_report(running[n]))}
 
@@ -432,6 +440,8 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
             cpu_ns=cpu_after[n] - cpu_before[n],
             cpus=len(plan.hosts[host_of[n]]),
             running=alive[n],
+            main_before=main_before[n],
+            main_after=main_after[n],
         )
         for n in names
     }
@@ -467,6 +477,9 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
                 rows.append((n, host, f"{metric}_per_request", value))
     cpu_per_request = {n: readings[n].cpu_ns / max(measured.targets[n].requests, 1) for n in names}
     rows += [(n, host_of[n], m, v) for n, m, v in profiles.rows(cpu_per_request)]
+    # Writes the egress proxies answered, per downstream endpoint: a metric with a threshold
+    # (docs/safety.md), beside the report's side-effect notes.
+    rows += [(n, host_of[n], m, v) for n, m, v in dropped_write_rows(isolation)]
     record: dict[str, object] = {
         "trial": batch.trial,
         "batch": batch.batch,
@@ -474,6 +487,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         "summary": f"{tag}.json",
         "measured_by": measured_by,
         "cgroup_fallback": fallback,
+        "memory_fallback": memory_fallback,
         "wall_s": wall_s,
         "steal_ms": {str(c): ms for c, ms in stolen_ms.items()},
         "engine_cpus": sorted(plan.harness_cpus),

@@ -7,7 +7,8 @@ what was measured is not what the arms would do under the planned load:
   load (late sends alone are not a reason: every target gets them in lockstep);
 - an arm answered more than the service's ``max_error_rate`` with errors: it was overloaded
   or broken, and the CPU of an error is not the CPU of an answer;
-- an arm was not running at the end of the measurement (it crashed);
+- an arm was not running at the end of the measurement (it crashed), or restarted during
+  it: its main process ended and another serves (a child it left, or a new process);
 - an arm's CPU reading is impossible: nothing used while requests were served, or more
   than its CPUs could give in the measured wall time;
 - the hypervisor took more time from one arm's CPUs than from another's, by more than
@@ -49,6 +50,10 @@ class ArmReading:
     cpu_ns: int
     cpus: int  # CPUs of its host
     running: bool
+    # Its main process as (pid, start time) when the measurement began and ended
+    # (LocalArm.main_process); None where unknown.
+    main_before: tuple[int, int] | None = None
+    main_after: tuple[int, int] | None = None
 
 
 def batch_problems(
@@ -69,6 +74,14 @@ def batch_problems(
     for arm, r in readings.items():
         if not r.running:
             problems.append(f"arm {arm} was not running at the end of the measurement")
+        elif r.main_before is not None and r.main_after != r.main_before:
+            # Its CPU, memory and counters then mix two processes' lives (a cold start in
+            # the window), and the restart is itself news: spoiled, and said.
+            now = f"pid {r.main_after[0]} serves now" if r.main_after else "no process serves"
+            problems.append(
+                f"arm {arm} restarted during the measurement: its main process (pid "
+                f"{r.main_before[0]}) ended and {now}"
+            )
         if r.requests and r.errors / r.requests > max_error_rate:
             problems.append(
                 f"arm {arm} answered {r.errors} of {r.requests} requests with errors "

@@ -215,8 +215,8 @@ def measurement_notes(
     calibration: Calibration | None,
 ) -> tuple[str, ...]:
     """Notes on how the measurement went: CPU not read from cgroups (loud: exited threads
-    and daemons may be missed), batches run again and why, trials left out or not needed,
-    and the calibrated rate."""
+    and daemons may be missed), memory not read from them, batches run again and why,
+    trials left out or not needed, and the calibrated rate."""
     notes: list[str] = []
     fallback = {
         arm: why
@@ -228,6 +228,18 @@ def measurement_notes(
             f"WARNING: arm {arm} ran without a cgroup ({why}); its CPU comes from procfs "
             "in 10 ms ticks and misses daemons that left its process tree"
         )
+    memory = {
+        arm: why
+        for r in records
+        for arm, why in (r.get("memory_fallback") or {}).items()
+    }  # fmt: skip
+    for arm, why in sorted(memory.items()):
+        if arm not in fallback:
+            notes.append(
+                f"WARNING: arm {arm}'s memory comes from procfs, not its cgroup ({why}): "
+                "the resident anonymous memory of its processes, without what exited or "
+                "left them"
+            )
     for r in records:
         if not r.get("accepted"):
             notes.append(

@@ -29,13 +29,14 @@ Weights (section 5.1): ``"poisson"`` (Poisson(1)), ``"uniform"`` (Uniform(0, 2))
 Dirichlet draw cancels in the ratio of weighted sums).
 
 Few clusters: a host-clustered bootstrap often has only 8 to 32 clusters. Two corrections
-keep its false-positive rate at alpha there (measured on Table 1's endpoint 1 with 16 hosts:
-uncorrected 6 to 9% at alpha = 5%, corrected 4 to 5%). Each arm's replicates are rescaled
-around its sample mean so that their variance matches ``s^2 / C`` (no factor for Poisson
-weights, ``(C+1)/(C-1)`` for Dirichlet, ``3C/(C-1)`` for Uniform(0, 2), whose variance is
-1/3), and the "clt" interval takes its quantile from Student's t with ``C - 1`` degrees of
-freedom instead of the normal, as cluster-robust standard errors do. With hundreds of
-clusters both corrections vanish and this is the paper's CLT interval.
+keep its false-positive rate at alpha there (measured on Table 1's endpoint 1 with 16 hosts
+by bench/stats/table3_bench.py: uncorrected 6.3 to 8.1% at alpha = 5%, corrected 4.1 to
+5.4%). Each arm's replicates are rescaled around its sample mean so that their variance
+matches ``s^2 / C`` (no factor for Poisson weights, ``(C+1)/(C-1)`` for Dirichlet,
+``3C/(C-1)`` for Uniform(0, 2), whose variance is 1/3), and the "clt" interval takes its
+quantile from Student's t with ``C - 1`` degrees of freedom instead of the normal, as
+cluster-robust standard errors do. With hundreds of clusters both corrections vanish and
+this is the paper's CLT interval.
 
 Intervals: ``"clt"`` (the paper's choice) is the estimate plus or minus the t quantile
 times the standard deviation of the replicates; its p-value is ``2 * P(T > |z|)`` with
