@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from hairline.cli import main
 from hairline.store.db import Store, open_store
 from hairline.store.models import Arm, Experiment, Service, VerdictRow
+from schema_check import check_schema
 
 
 def finished_ab(store: Store, *, metric: str, effect: float, at: float, source: str) -> int:
@@ -73,6 +74,7 @@ def test_history_json_to_stdout_has_every_metric_and_each_change(lab: list[str])
     done = CliRunner().invoke(main, ["history", "api", "--json", "-", *lab])
     assert done.exit_code == 0, done.output
     payload = json.loads(done.stdout)
+    check_schema("history", payload)
     assert payload["schema"] == 1 and payload["service"] == "api"
     assert payload["settings"] == {"alpha": 0.005, "permutations": 399, "seed": 0, "limit": 100}
     by_metric = {m["metric"]: m for m in payload["metrics"]}

@@ -277,7 +277,7 @@ SCHEMAS = {
     "bisect": "bisection", "sensitivity": "sensitivity", "trace stats": "trace-stats",
     "trace import": "trace-import", "trace filter": "trace-filter",
     "trace sample": "trace-sample", "route partition": "partitions", "tune": "tuning",
-    "tuning show": "tuning", "attribute": "attribution",
+    "tuning show": "tuning", "attribute": "attribution", "history": "history",
 }  # fmt: skip
 
 

@@ -5,10 +5,10 @@ the experiments and commits on either side of it, its size and its p-value."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.table import Table
+from typing_extensions import TypedDict
 
 from hairline.cli._base import console, main
 from hairline.cli._options import esc, store_options, write_json_output
@@ -20,13 +20,70 @@ from hairline.store.db import open_store
 from hairline.web.changes import HistoryChange, metric_changes
 from hairline.web.pagedata import HistoryPoint, metric_history, service_names
 
-__all__ = ["HISTORY_JSON_SCHEMA", "history_json"]
+__all__ = ["HISTORY_JSON_SCHEMA", "HistoryJson", "history_json"]
 
 # Bumped when a key of history_json changes meaning or disappears (adding keys does not).
 HISTORY_JSON_SCHEMA = 1
 
 
-def _point(p: HistoryPoint) -> dict[str, Any]:
+class HistorySideJson(TypedDict):
+    """An experiment on one side of a change point."""
+
+    experiment_id: int
+    candidate: str
+    """The candidate arm whose verdict this is."""
+    commit: str | None
+    """The candidate's commit when it was built from git, else null."""
+    source: str
+    """The candidate's source as built ("git 1a2b3c4d (main)", "path ...")."""
+    relative_effect: float | None
+    """The candidate's effect on the metric against the baseline, a fraction."""
+
+
+class HistoryChangeJson(TypedDict):
+    """A change of the metric's level between two experiments."""
+
+    last_before: HistorySideJson
+    first_after: HistorySideJson
+    before: float
+    """The median relative effect of the level before the change, a fraction."""
+    after: float
+    """The median relative effect of the level after it, a fraction."""
+    size: float
+    """after - before."""
+    p_value: float
+    """The split's permutation test's p-value."""
+
+
+class HistoryMetricJson(TypedDict):
+    """One metric's history and its change points."""
+
+    metric: str
+    experiments: list[int]
+    """The experiments searched, oldest first."""
+    changes: list[HistoryChangeJson]
+
+
+class HistorySettingsJson(TypedDict):
+    """The search's settings (the command's options)."""
+
+    alpha: float
+    permutations: int
+    seed: int
+    limit: int
+
+
+class HistoryJson(TypedDict):
+    """``hairline history --json``."""
+
+    schema: int
+    """Bumped when a key changes meaning or disappears (adding keys does not)."""
+    service: str
+    settings: HistorySettingsJson
+    metrics: list[HistoryMetricJson]
+
+
+def _point(p: HistoryPoint) -> HistorySideJson:
     return {
         "experiment_id": p.experiment_id,
         "candidate": p.candidate,
@@ -40,14 +97,14 @@ def history_json(
     service: str,
     history: dict[str, tuple[HistoryPoint, ...]],
     changes: dict[str, tuple[HistoryChange, ...]],
-    settings: dict[str, Any],
-) -> dict[str, Any]:
+    settings: HistorySettingsJson,
+) -> HistoryJson:
     """``hairline history --json``: per metric, its experiments (oldest first) and each
     change point with ``last_before`` and ``first_after`` (experiment id, candidate arm,
     commit or null, source, relative effect), ``before`` and ``after`` (median relative
     effects of the levels either side, fractions), ``size`` (after - before) and
     ``p_value``."""
-    payload: dict[str, Any] = to_jsonable(
+    payload: HistoryJson = to_jsonable(
         {
             "schema": HISTORY_JSON_SCHEMA,
             "service": service,
@@ -160,7 +217,9 @@ def history(
         m: metric_changes(p, alpha=alpha, permutations=permutations, seed=seed)
         for m, p in chosen.items()
     }
-    settings = {"alpha": alpha, "permutations": permutations, "seed": seed, "limit": limit}
+    settings: HistorySettingsJson = {
+        "alpha": alpha, "permutations": permutations, "seed": seed, "limit": limit
+    }  # fmt: skip
     payload = history_json(service, chosen, changes, settings)
     for metric, points in chosen.items():
         found = changes[metric]

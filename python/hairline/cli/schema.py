@@ -20,6 +20,7 @@ from hairline.attribute.report import AttributionJson
 from hairline.cli._base import EXIT_ERROR, console, main
 from hairline.cli._outputs import OutputFolder
 from hairline.cli._waiting import ProgressEventJson
+from hairline.cli.history import HistoryJson
 from hairline.config.experiment import ExperimentConfig, ServiceConfig, ServiceFile
 from hairline.errors import ConfigError
 from hairline.hosts.agent import AgentStartedJson, AgentStoppedJson
@@ -156,6 +157,9 @@ KINDS: tuple[Kind, ...] = (
           "agent's last line (docs/scale-out.md).", AgentStoppedJson),
     _json("tokens", "API tokens", "`hairline token list --json` (docs/dashboard.md).",
           list[TokenJson]),
+    _json("history", "change points", "A service's change points per metric, with the "
+          "experiments either side of each: `hairline history --json` (docs/dashboard.md).",
+          HistoryJson),
     _json("partitions", "partitions file", "Endpoints partitioned by the code they run: "
           "`hairline route partition --output FILE` or `--json`; `hairline route fleet` "
           "reads it (docs/routing.md).", PartitioningJson),
