@@ -16,6 +16,7 @@ from kraken_files import kraken_file, quiet_health, served_rate_health
 
 from conftest import live_processes_with
 from hairline.kraken.fleet import LocalFleet
+from hairline.lb.balancer import LoadBalancer
 from hairline.lb.haproxy import HAProxyRuntime
 from schema_check import check_schema
 
@@ -48,17 +49,13 @@ def shifted_run(
     return proc, original
 
 
-@pytest.mark.slow
-def test_sigkill_of_the_controller_and_the_watchdog_restores_within_two_intervals(
-    kraken_fleet: LocalFleet, engine_path: Path, tmp_path: Path
+def sigkill_mid_test_and_see_the_weights_restored(
+    proc: subprocess.Popen[str], lb: LoadBalancer, original: dict[str, int]
 ) -> None:
-    """False failure: under 1e-4 (not measured): the pipe closes with the killed process and the
-    watchdog's restore is one HAProxy command, milliseconds against the bound of 2 control intervals
-    (2 s); the weights are already shifted when the 1.2 s sleep starts."""
-    lb = HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend)
-    proc, original = shifted_run(kraken_fleet, engine_path, tmp_path)
+    """Past a control interval (a second shift, mid-test), SIGKILL `hairline kraken`: the
+    balancer's weights must be back to ``original`` within two control intervals."""
     try:
-        time.sleep(1.2)  # past a control interval: a second shift, mid-test
+        time.sleep(1.2)
         assert lb.weights() != original
         proc.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
@@ -71,6 +68,18 @@ def test_sigkill_of_the_controller_and_the_watchdog_restores_within_two_interval
             proc.kill()
             proc.wait()
         proc.communicate()
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_controller_and_the_watchdog_restores_within_two_intervals(
+    kraken_fleet: LocalFleet, engine_path: Path, tmp_path: Path
+) -> None:
+    """False failure: under 1e-4 (not measured): the pipe closes with the killed process and the
+    watchdog's restore is one HAProxy command, milliseconds against the bound of 2 control intervals
+    (2 s); the weights are already shifted when the 1.2 s sleep starts."""
+    lb = HAProxyRuntime(kraken_fleet.socket_path, kraken_fleet.backend)
+    proc, original = shifted_run(kraken_fleet, engine_path, tmp_path)
+    sigkill_mid_test_and_see_the_weights_restored(proc, lb, original)
     deadline = time.monotonic() + 5
     while live_processes_with("hairline.kraken.watchdog") or live_processes_with(
         f"users={kraken_fleet.frontend_url}"
