@@ -6,9 +6,10 @@ import subprocess
 import sys
 import time
 
+from arm_probes import Child
+
 from hairline.collect.memory import ANON_MEMORY, MEMORY, PEAK_MEMORY
 from hairline.collect.metric import Measured
-from hairline.collect.procfs import anon_memory_bytes, process_tree
 
 HOLDER = """
 import sys
@@ -18,22 +19,6 @@ for i in range(0, len(block), 4096):
 print("ready", flush=True)
 sys.stdin.readline()
 """
-
-
-class Child:
-    """A real process as the collector sees an arm (no cgroup: no peak)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-
-    def pids(self) -> list[int]:
-        return process_tree(self.pid)
-
-    def anon_memory_bytes(self) -> int:
-        return anon_memory_bytes(self.pids())
-
-    def peak_memory_bytes(self) -> int | None:
-        return None
 
 
 def test_anonymous_memory_is_the_mean_of_the_samples_and_no_peak_without_a_cgroup() -> None:

@@ -6,8 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from arm_probes import Child
+
 from hairline.collect.metric import Measured
-from hairline.collect.procfs import anon_memory_bytes, process_tree
 from hairline.collect.registry import OPTIONAL
 from hairline.collect.switches import CONTEXT_SWITCHES, INVOLUNTARY, VOLUNTARY, thread_switches
 from hairline.config import load_experiment
@@ -36,22 +37,6 @@ sys.stdin.readline()
 finish.set()
 thread.join()
 """
-
-
-class Child:
-    """A real process as the collector sees an arm: its process tree from procfs."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-
-    def pids(self) -> list[int]:
-        return process_tree(self.pid)
-
-    def anon_memory_bytes(self) -> int:
-        return anon_memory_bytes(self.pids())
-
-    def peak_memory_bytes(self) -> int | None:
-        return None
 
 
 def served(requests: int) -> Measured:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from hairline.collect.metric import ArmProbe, Measured, MetricSpec, Window
+from hairline.collect.metric import ArmProbe, Measured, MetricSpec, Reading
 
 __all__ = ["ANON_MEMORY", "MEMORY", "PEAK_MEMORY", "MemorySampler"]
 
@@ -74,13 +74,4 @@ class _MemoryWindow:
         return out
 
 
-class _Memory:
-    name = "memory"
-    metrics = (ANON_MEMORY, PEAK_MEMORY)
-    optional = False
-
-    def window(self, arms: Mapping[str, ArmProbe]) -> Window:
-        return _MemoryWindow(arms)
-
-
-MEMORY = _Memory()
+MEMORY = Reading("memory", (ANON_MEMORY, PEAK_MEMORY), _MemoryWindow)

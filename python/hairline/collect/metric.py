@@ -25,6 +25,7 @@ __all__ = [
     "Direction",
     "Measured",
     "MetricSpec",
+    "Reading",
     "Window",
 ]
 
@@ -122,3 +123,17 @@ class Derived:
 
     def window(self, arms: Mapping[str, ArmProbe]) -> Window:
         return _DerivedWindow(self.compute)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A collector that reads the arms themselves during the window (memory, context
+    switches): ``opens`` makes the window for the arms of a batch."""
+
+    name: str
+    metrics: tuple[MetricSpec, ...]
+    opens: Callable[[Mapping[str, ArmProbe]], Window]
+    optional: bool = False
+
+    def window(self, arms: Mapping[str, ArmProbe]) -> Window:
+        return self.opens(arms)

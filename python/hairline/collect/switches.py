@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from hairline.collect.metric import ArmProbe, Measured, MetricSpec, Window
+from hairline.collect.metric import ArmProbe, Measured, MetricSpec, Reading
 
 __all__ = ["CONTEXT_SWITCHES", "INVOLUNTARY", "VOLUNTARY", "thread_switches"]
 
@@ -86,13 +86,6 @@ class _SwitchesWindow:
         }
 
 
-class _ContextSwitches:
-    name = "context_switches"
-    metrics = (VOLUNTARY, INVOLUNTARY)
-    optional = True
-
-    def window(self, arms: Mapping[str, ArmProbe]) -> Window:
-        return _SwitchesWindow(arms)
-
-
-CONTEXT_SWITCHES = _ContextSwitches()
+CONTEXT_SWITCHES = Reading(
+    "context_switches", (VOLUNTARY, INVOLUNTARY), _SwitchesWindow, optional=True
+)
