@@ -11,6 +11,7 @@ from hairline.capacity.search import (
     Probe,
     SearchSettings,
     bisect_capacity,
+    dithered,
     probe_failure,
     search_capacity,
 )
@@ -145,3 +146,49 @@ def test_probe_failure_names_what_broke() -> None:
     assert "error rate" in (probe_failure(errors, settings()) or "")
     busy = Probe(100.0, 1.0, 100.0, 5.0, 0.0, 0.95, valid=True)
     assert "CPU" in (probe_failure(busy, settings(max_cpu_utilization=0.8)) or "")
+
+
+class SharpKnee:
+    """A noiseless service that meets the SLO up to ``knee_per_s`` and not above."""
+
+    def __init__(self, knee_per_s: float) -> None:
+        self.knee_per_s = knee_per_s
+
+    def __call__(self, rate_per_s: float, duration_s: float) -> Probe:
+        p99_ms = SLO_MS * (0.5 if rate_per_s <= self.knee_per_s else 2.0)
+        return Probe(rate_per_s, duration_s, rate_per_s, p99_ms, 0.0, None, valid=True)
+
+
+def test_without_a_dither_every_search_reads_the_same_grid_point() -> None:
+    """Why the lab dithers: a knee anywhere in one cell of the grid reads the same."""
+    readings = {search_capacity(SharpKnee(k), settings(tolerance=0.15)).max_rate_per_s
+                for k in np.linspace(1140.0, 1190.0, 11)}  # fmt: skip
+
+    assert len(readings) == 1
+
+
+def test_a_dithered_search_reads_below_the_knee_by_a_uniform_share_of_its_cell() -> None:
+    """False failure: none: no randomness (the fractions are an even grid). The reading's
+    relative error, spread evenly over the cell, has the uniform's mean (half the cell) and
+    every reading is below the knee by less than the tolerance."""
+    knee, tolerance = 1160.0, 0.15
+    base = settings(tolerance=tolerance)
+    fractions = (np.arange(400) + 0.5) / 400
+    readings = np.array([
+        search_capacity(SharpKnee(knee), dithered(base, f)).max_rate_per_s for f in fractions
+    ])  # fmt: skip
+    shortfall = np.log(knee / readings)
+
+    assert np.all(readings <= knee) and np.all(readings >= knee / (1 + tolerance))
+    assert len(np.unique(readings)) > 50  # 94: two fractions may meet on one rate
+    # Uniform on [0, cell): spread cell/sqrt(12). The final cells vary between searches
+    # (the bisection stops at the first width under the tolerance), so only bounds hold.
+    assert 0.02 < np.std(shortfall) < math.log(1 + tolerance) / math.sqrt(12) + 1e-9
+
+
+def test_the_dither_is_centred_on_the_start_rate() -> None:
+    base = settings(start_rate_per_s=1000.0)
+
+    assert dithered(base, 0.5).start_rate_per_s == pytest.approx(1000.0)
+    assert dithered(base, 0.0).start_rate_per_s == pytest.approx(1000.0 / math.sqrt(2))
+    assert dithered(settings(start_rate_per_s=1.0, min_rate_per_s=1.0), 0.0).start_rate_per_s == 1.0

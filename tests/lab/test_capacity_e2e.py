@@ -65,14 +65,17 @@ def run_capacity(
 
 @pytest.mark.slow
 def test_a_slower_candidate_has_a_lower_capacity(tmp_path: Path, engine_path: Path) -> None:
-    """False failure: about 4e-6: B's eightfold sleep lowered its knee by 88.0% [-101.5%,
-    -74.4%] and 88.0% [-98.8%, -77.3%] over three trials (2026-11-29, the settings above:
-    B's knee the low end of its [500, 562]/s bracket every time, A's 4,150-4,180/s), a
-    per-trial spread of the difference of 4-5 points. The interval, a t on 2 degrees of
-    freedom, reaches 0 only if the spread exceeds 35 points (88 x sqrt(3) / 4.30): at a
-    spread of 10, twice the most measured, that is P(chi2 on 2 df > 25) = 4e-6. Probes past
-    the knee that fail the SLO with the generator behind count as failures
-    (lab/capacity.failed_anyway), so no batch is spoiled by them."""
+    """False failure: about 4e-6: B's eightfold sleep lowered its knee by 87.7% [-92.5%,
+    -83.0%] over three trials (2026-11-29, the settings above, each arm's search grid
+    dithered per batch: A read 4,078-4,481/s, B 484-601/s), a per-trial spread of the
+    difference of about 2 points; before the dither 88.0% [-101.5%, -74.4%] and [-98.8%,
+    -77.3%], spreads of 4-5 points. The interval, a t on 2 degrees of freedom, reaches 0
+    only if the spread exceeds 35 points (88 x sqrt(3) / 4.30): at a spread of 10, twice the
+    most measured, that is P(chi2 on 2 df > 25) = 4e-6. Without the dither the CI of
+    2026-11-29 read A at 4,362/s and B at 500/s in all six batches (both on the same grid
+    points), the t had no spread and the test failed. Probes past the knee that fail the SLO
+    with the generator behind count as failures (lab/capacity.failed_anyway), so no batch is
+    spoiled by them."""
     # Fourfold sleep read -70% with a spread of 8-11 points over four trials (89 s); twice
     # the sleep -40.4% [-60.8%, -20.1%] over three, a 30% longer one -18.3% [-27.6%, -9.0%]
     # over five and was missed once (2026-11-27): how small a capacity change the lab can

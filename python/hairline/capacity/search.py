@@ -16,10 +16,18 @@ every probe at full duration.
 A probe the engine marks invalid (its generator fell behind or dropped sends) ends the
 search at once with ``stopped_by="generator"``: the rate it failed at says nothing about
 the service.
+
+The rates a search tries form a grid fixed by its start rate (start x growth^k, then
+geometric midpoints), so a knee that stays inside one cell reads the same rate every time:
+the reading's error is then the same in every trial and a paired test sees no spread at
+all. :func:`dithered` moves the grid by a fraction of one growth step (a dither), which the
+lab draws per arm and batch, so that the error is uniform over the cell and independent
+between readings and the trials' spread includes the search's resolution.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +40,7 @@ __all__ = [
     "SearchSettings",
     "StoppedBy",
     "bisect_capacity",
+    "dithered",
     "probe_failure",
     "search_capacity",
 ]
@@ -99,6 +108,17 @@ class SearchOutcome:
     def spoiled(self) -> bool:
         """The result is not the service's capacity (a batch to run again)."""
         return self.stopped_by in ("generator", "probes")
+
+
+def dithered(settings: SearchSettings, fraction: float) -> SearchSettings:
+    """``settings`` with the start rate moved by ``growth ** (fraction - 0.5)``: a
+    ``fraction`` uniform on [0, 1) moves every rate of the search's grid by a uniform
+    fraction of its cell (one growth step in log terms holds a whole number of cells of
+    every finer step). Centred on the start rate so that a start chosen just below the
+    knee stays close to it. Pure."""
+    assert 0.0 <= fraction < 1.0
+    start = settings.start_rate_per_s * settings.growth ** (fraction - 0.5)
+    return dataclasses.replace(settings, start_rate_per_s=max(start, settings.min_rate_per_s))
 
 
 def probe_failure(probe: Probe, settings: SearchSettings) -> str | None:

@@ -20,6 +20,7 @@ the generator gave up says nothing about the service.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 import threading
@@ -36,6 +37,7 @@ from hairline.capacity.search import (
     Probe,
     SearchOutcome,
     SearchSettings,
+    dithered,
     probe_failure,
     search_capacity,
 )
@@ -53,6 +55,7 @@ __all__ = [
     "ControlledProber",
     "Drive",
     "capacity_settings",
+    "dither_fraction",
     "probe_of",
     "probe_search",
 ]
@@ -261,6 +264,7 @@ class CapacityBatch:
                     plan,
                     arms[name],
                     len(plan.hosts[host_of[name]]),
+                    dithered(self.settings, dither_fraction(tag, name)),
                     summary=plan.workdir / f"{tag}-{name}.json",
                 )
             except BaseException as err:  # re-raised in the batch's own thread below
@@ -294,9 +298,11 @@ class CapacityBatch:
         }
         return Attempt(rows=rows, per_request=pa.table({}), problems=problems, record=record)
 
-    def _search(self, plan: RunPlan, arm: Arm, cpus: int, *, summary: Path) -> SearchOutcome:
-        """One arm's search; the engine's summary of the whole run (every probe, its
-        scheduling and run delay) is kept at ``summary``."""
+    def _search(
+        self, plan: RunPlan, arm: Arm, cpus: int, settings: SearchSettings, *, summary: Path
+    ) -> SearchOutcome:
+        """One arm's search with ``settings`` (its start dithered); the engine's summary of
+        the whole run (every probe, its scheduling and run delay) is kept at ``summary``."""
         if plan.engine_spin_us == 0:
             # No spare CPU for the engines (every CPU is a host's): two engines and host
             # 0's arm on one CPU made 1-5% of sends over 1 ms late at 2,000/s, every batch
@@ -305,7 +311,7 @@ class CapacityBatch:
         load_plan = engine.LoadPlan(
             targets=(("arm", arm.url),),
             trace=plan.trace,
-            rate_per_s=self.settings.start_rate_per_s,
+            rate_per_s=settings.start_rate_per_s,
             duration_s=0,  # until stopped
             interval_ms=INTERVAL_MS,
             connections=CONNECTIONS,
@@ -313,7 +319,17 @@ class CapacityBatch:
             summary_path=summary,
         )
         with engine.ControlledLoad(load_plan) as load:
-            return self._drive(load, self.settings, arm.cpu_ns, cpus)
+            return self._drive(load, settings, arm.cpu_ns, cpus)
+
+
+def dither_fraction(tag: str, arm: str) -> float:
+    """The fraction of a growth step by which one arm's search grid moves in one batch
+    attempt (capacity/search.dithered): uniform on [0, 1), the same on every run of the
+    experiment and independent between arms and batches. Without it the CI of 2026-11-29
+    read A at 4,362/s and B at 500/s in all six batches of an A/B (each the low end of its
+    grid cell), and the paired t had no spread to judge by. Pure."""
+    digest = hashlib.blake2b(f"{tag}/{arm}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
 
 
 def _curve(outcome: SearchOutcome, settings: SearchSettings) -> dict[str, Any]:
