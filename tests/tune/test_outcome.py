@@ -7,6 +7,7 @@ the engine's rate-gate wording, as the runner and the trial loop wrap them."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,3 +152,19 @@ def test_what_is_not_an_arm_failure_stands_and_is_not_counted() -> None:
     broke = Found("infeasible", reason="error_rate 0.01 is above its max 0.001")
     for found in (Found("done", value=0.1), Found("failed", reason="no hosts"), broke):
         assert settle(found, 1, 2) == (found, 1)
+
+
+def test_another_candidates_failure_in_a_shared_experiment_runs_this_one_again(
+    spec: TuningSpec, store: Store, tmp_path: Path
+) -> None:
+    """shared_control: c1, c2 and the default in one experiment; c2 would not start."""
+    shared = dataclasses.replace(spec, shared_control=True)
+    [(config, positions)] = batch_experiments(
+        shared, [(0, {"log_batch": 64, "log_codec": "none"}),
+                 (1, {"log_batch": 2048, "log_codec": "small"})], tmp_path)  # fmt: skip
+    assert positions == (0, 1)
+    experiment_id = failed_experiment(store, config, "arm c2: exited before it became healthy")
+    assert read_outcome(store, shared, experiment_id, "c2").status == "arm_failed"
+    other = read_outcome(store, shared, experiment_id, "c1")
+    assert other.status == "proposed" and "on the arm of c2, not this candidate's" in other.reason
+    assert settle(other, 0, 2) == (other, 0)  # not counted against c1

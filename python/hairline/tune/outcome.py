@@ -18,11 +18,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import select
+
 from hairline.lab.analysis import MetricAnalysis
 from hairline.lab.results import load_analysis
 from hairline.stats import dist
 from hairline.store.db import Store
-from hairline.store.models import Experiment
+from hairline.store.models import Arm, Experiment
 from hairline.tune.apply import CONTROL_ARM
 from hairline.tune.config import LimitTable, TuningSpec
 
@@ -33,8 +35,9 @@ __all__ = ["Found", "blamed_arms", "read_outcome", "settle"]
 class Found:
     """``status``: done, infeasible (the candidate's fault, measured: a constraint broken or
     the objective not measured; never proposed again), arm_failed (the experiment failed on
-    the candidate's arm alone: counted, see ``settle``) or failed (the experiment's: the run
-    stops, and a resumed run tries it again)."""
+    the candidate's arm alone: counted, see ``settle``), proposed (it failed on another
+    candidate's arm in a shared-control experiment: run again, not counted) or failed (the
+    experiment's: the run stops, and a resumed run tries it again)."""
 
     status: str
     reason: str = ""
@@ -70,18 +73,23 @@ def read_outcome(store: Store, spec: TuningSpec, experiment_id: int, arm: str) -
         phase = "missing" if row is None else row.phase
         failure = "" if row is None else row.failure or ""
         artifacts = "" if row is None else row.artifacts_dir
+        arms = session.scalars(select(Arm.name).where(Arm.experiment_id == experiment_id)).all()
     if phase != "done":
         # The lab names an arm that would not start or answer ("arm c3: ...", "arm c3 was
         # not running ...") and the target that fell furthest behind the load ("target c3
         # got 7.10% off its scheduled rate").
-        named = blamed_arms(failure, (arm, CONTROL_ARM))
+        named = blamed_arms(failure, {arm, CONTROL_ARM, *arms})
         if phase == "failed" and arm in named and CONTROL_ARM not in named:
             return Found("arm_failed", reason=f"experiment {experiment_id}: {failure}")
-        whose = (
-            f" (on the {CONTROL_ARM} arm: not the candidate's fault)"
-            if CONTROL_ARM in named
-            else ""
-        )
+        if phase == "failed" and named and CONTROL_ARM not in named:
+            # Another candidate's arm failed in a shared-control experiment: not this one's
+            # fault, and nothing to stop the run for.
+            others = ", ".join(sorted(named))
+            return Found("proposed", reason=f"experiment {experiment_id} failed on the arm of "
+                         f"{others}, not this candidate's: run again")  # fmt: skip
+        whose = ""
+        if CONTROL_ARM in named:
+            whose = f" (on the {CONTROL_ARM} arm: not the candidate's fault)"
         return Found("failed", reason=f"experiment {experiment_id} ended {phase}{whose}: {failure}")
     analysis = load_analysis(Path(artifacts))
     results = (
