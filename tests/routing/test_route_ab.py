@@ -26,9 +26,9 @@ def test_semantic_routing_lowers_cpu_per_request_through_the_lab(
 ) -> None:
     """False failure: about 5e-6: the two-trial interval below, -57% [-152%, +37%], puts the
     per-trial spread near 10.5 points; with it, four trials' paired t (3 degrees of freedom)
-    misses significance with probability 4.7e-6 at -57% and 2.6e-7 at docs/routing.md's -63%
-    (a noncentral t, scipy.stats.nct). The example's three trials missed it with 1.3e-2 and
-    4.9e-3: over the budget, so the test runs a fourth."""
+    misses significance with probability 4.7e-6 at -57% and 3.4e-5 at docs/routing.md's
+    -52.5% (three runs, 2026-11-29; a noncentral t, scipy.stats.nct). The example's three
+    trials missed it with 1.3e-2 and 2.5e-2: over the budget, so the test runs a fourth."""
     if not HAPROXY.exists():
         pytest.skip("HAProxy is not installed")
     folder = tmp_path / "routing"

@@ -66,8 +66,8 @@ def test_a_database_one_migration_behind_is_upgraded(db_url: str, tmp_path: Path
     store.close()
     again = open_store(db_url, home=tmp_path / "home")
     try:
-        columns = {c["name"] for c in inspect(again.engine).get_columns("services")}
-        assert "gate_inconclusive" in columns  # 0007's column, back
+        columns = {c["name"] for c in inspect(again.engine).get_columns("tuning_evaluations")}
+        assert "candidate_failures" in columns  # 0008's column, back
         with again.engine.connect() as connection:
             version = connection.scalar(text("SELECT version_num FROM alembic_version"))
             assert version == db.SCHEMA_HEAD

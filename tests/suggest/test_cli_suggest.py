@@ -71,3 +71,27 @@ def test_mistakes_are_named(repo: Path, commit: Commit, tmp_path: Path) -> None:
     code, out = run("suggest", "--repo", str(repo), "--head", "nope", "--profile",
                     str(tmp_path / "p.folded"))  # fmt: skip
     assert code == 2 and "--head nope: no such revision" in out
+
+
+def test_a_diff_with_no_function_says_which_kind_it_is(
+    repo: Path, commit: Commit, tmp_path: Path
+) -> None:
+    """An empty diff is not "modifies no function of a language read here"."""
+    base = commit({"app.py": BASE})
+    docs = commit({"NOTES.md": "# notes\n"})
+    header = commit({"app.py": "import os\n" + BASE})
+    (tmp_path / "p.folded").write_text(PROFILE)
+    said = {}
+    for name, (old, new) in {"empty": (base, base), "docs": (base, docs),
+                             "header": (docs, header)}.items():  # fmt: skip
+        code, out = run("suggest", "--repo", str(repo), "--base", old, "--head", new,
+                        "--profile", str(tmp_path / "p.folded"), "--json")  # fmt: skip
+        assert code == 0, out
+        data = json.loads(out)
+        assert data["test"] is False
+        said[name] = data["reason"]
+    assert said["empty"] == f"the diff is empty: {base} changes no line against {base}"
+    assert said["docs"] == (
+        "the diff changes only files of languages not read here (NOTES.md); Python, Go and Rust are"
+    )
+    assert said["header"] == "the diff changes 1 line outside every function and no function"

@@ -212,3 +212,22 @@ def test_unknown_searchers_and_options_are_refused_with_the_valid_names():
         propose("bo", MIXED, start(MIXED), 1, seed=0, options={"initial": 0.5})
     with pytest.raises(ValueError, match="its options are none"):
         propose("random", MIXED, start(MIXED), 1, seed=0, options={"x": 1})
+
+
+def test_bo_starts_with_2d_sobol_points_after_the_default_as_docs_tuning_says():
+    """docs/tuning.md: the initial design is 2d+1 points, the default (told first) and 2d
+    Sobol points. The design is seeded by the seed alone, so proposals inside it do not
+    depend on what was measured; the first after it (the GP's) does."""
+    d = len(MIXED.params)
+    design = propose("bo", MIXED, start(MIXED), 2 * d, seed=3)
+    assert len(design) == 2 * d
+
+    def next_after(k: int, value: float) -> dict:
+        history = start(MIXED) + told(MIXED, design[:k], value)
+        [config] = propose("bo", MIXED, history, 1, seed=3)
+        return config
+
+    # Inside the design: the (k+1)-th Sobol point, whatever the first k measured.
+    assert next_after(2 * d - 1, 0.05) == next_after(2 * d - 1, -0.05) == design[2 * d - 1]
+    # After 1 + 2d points the GP chooses, from the values.
+    assert next_after(2 * d, 0.05) != next_after(2 * d, -0.05)

@@ -94,13 +94,17 @@ def test_a_configuration_that_will_not_start_is_infeasible_and_recorded(
     swept: tuple[Path, dict[str, Any]],
 ) -> None:
     """False failure: none: 'bogus' fails to start whatever the timing, and 'small' only needs its
-    experiment done (see the next test)."""
+    experiment done (see the next test). Infeasible only after its arm failed in two
+    experiments (the default infeasible_after_failures), the rule said in its reason."""
     _, result = swept
     first, second = result["evaluations"]
     assert first["config"] == {"codec": "bogus"}
-    assert first["status"] == "infeasible"
-    assert "failed to start" in first["reason"] and "log-codec" in first["reason"]
+    assert first["status"] == "infeasible" and first["candidate_failures"] == 2
+    assert first["reason"].startswith("infeasible: its arm failed (and the default arm did not)")
+    assert "infeasible_after_failures = 2" in first["reason"]
+    assert "arm c1:" in first["reason"] and "log-codec" in first["reason"]
     assert second["config"] == {"codec": "small"} and second["status"] == "done"
+    assert result["infeasible_after_failures"] == 2
 
 
 def test_the_better_configuration_is_found_with_its_interval_and_written_out(
@@ -159,7 +163,11 @@ def test_an_interrupted_run_is_resumed_where_it_stopped(tmp_path: Path) -> None:
         assert child.returncode == 2, output
         stopped = runs.load_run(store, 1)
         assert (stopped.state, stopped.reason) == ("failed", "interrupted")
-        first_experiment = runs.evaluations(store, 1)[0].experiment_id
+        [interrupted] = runs.evaluations(store, 1)
+        assert interrupted.status == "interrupted" and "--resume 1" in interrupted.reason
+        shown = hairline(folder, "tuning", "show", "1", "--json", "-")
+        assert [e["status"] for e in json.loads(shown.stdout)["evaluations"]] == ["interrupted"]
+        first_experiment = interrupted.experiment_id
 
         resumed = hairline(folder, "tune", "tune.toml", "--resume", "1", "--json", "out.json")
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -39,7 +39,7 @@ from hairline.cli._options import (
 )
 from hairline.cli._waiting import ProgressOut, duration_text
 from hairline.cli.experiments import emit_reports, exit_code
-from hairline.config import ExperimentConfig
+from hairline.config import ExperimentConfig, idle_setting_warnings
 from hairline.kit import interrupts
 from hairline.lab.drive import DriveSettings, Outcome, drive
 from hairline.lab.files import backend_checks, load_experiment_file
@@ -344,6 +344,8 @@ def _lab_command(kind: str) -> Callable[..., None]:
             config = _narrowed(config, out, home, suggested_by, suggest_profiles,
                                suggest_repo, suggest_base)  # fmt: skip
         if check:
+            for warning in idle_setting_warnings(config):
+                out.print(f"[yellow]warning[/]: {esc(warning)}", soft_wrap=True)
             out.print(
                 f"{esc(str(file))}: ok ({config.service.name}, arms "
                 f"{', '.join(config.arms)}, {_trials_text(config)}, {config.design.schedule}, "

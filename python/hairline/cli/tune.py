@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -47,7 +48,10 @@ __all__: list[str] = []
 
 
 def _result(store: Store, run_id: int) -> TuningResult:
-    return TuningResult(runs.load_run(store, run_id), tuple(runs.evaluations(store, run_id)))
+    """The run as it stands now: a killed driver's run and its unwatched evaluations shown
+    as such (TuningResult.as_seen), without writing (the readers open the store read-only)."""
+    run = TuningResult(runs.load_run(store, run_id), tuple(runs.evaluations(store, run_id)))
+    return run.as_seen(time.time())
 
 
 def _overridden(spec: TuningSpec, searcher: str | None, evaluations: int | None) -> TuningSpec:

@@ -18,7 +18,7 @@ from hairline.config.experiment import (
     parse_every_s,
     start_command,
 )
-from hairline.config.load import ExtraCheck, load_experiment
+from hairline.config.load import ExtraCheck, idle_setting_warnings, load_experiment
 from hairline.config.policy import (
     BUILTIN_DIRECTIONS,
     DEFAULT_THRESHOLD,
@@ -67,6 +67,7 @@ __all__ = [
     "ServiceConfig",
     "Threshold",
     "builtin_direction",
+    "idle_setting_warnings",
     "load_experiment",
     "parse_directions",
     "parse_every_s",

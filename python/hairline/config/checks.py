@@ -29,7 +29,7 @@ from hairline.config.policy import (
 from hairline.config.sections import CAPACITY_FIELDS, HOST_CLASS_FACTS
 from hairline.errors import ConfigError
 
-__all__ = ["Report", "check_experiment", "check_service"]
+__all__ = ["Report", "check_experiment", "check_service", "idle_settings"]
 
 # How a check reports a problem: (field path, what is wrong, the fix).
 Report = Callable[[tuple[str, ...], str, str], None]
@@ -253,6 +253,30 @@ def _check_pins(config: ExperimentConfig, exp: Report) -> None:
     elif config.design.name != "pinned":
         exp(("design", "name"), f"{config.design.name!r} swaps arms between hosts; [hosts] "
             "pin keeps each arm on its own", 'drop name (pin implies "pinned")')  # fmt: skip
+
+
+def idle_settings(config: ExperimentConfig) -> list[tuple[tuple[str, ...], str, str]]:
+    """Settings the file sets that this experiment never uses, as (field, what, fix): not
+    errors (the experiment runs), but a reader of the file believes them.
+
+    ``[design] decide_on`` acts in three places only: with ``trials = "auto"`` (the trials
+    stop once these verdicts settle), in capacity mode (what a batch measures), and when
+    the rate is calibrated (the calibration's metric). With a fixed number of trials at a
+    fixed rate every metric is judged alike after the last trial."""
+    design = config.design
+    idle: list[tuple[tuple[str, ...], str, str]] = []
+    calibrated = config.load.rate_per_s is None
+    if ("decide_on" in design.model_fields_set and not design.sequential
+            and config.mode_name != "capacity" and not calibrated):  # fmt: skip
+        idle.append((
+            ("design", "decide_on"),
+            f"decide_on acts only with trials = \"auto\" (or a calibrated rate, or capacity "
+            f"mode); here {design.trials} trials run at a fixed rate and every metric is "
+            "judged alike after the last, so an unsettled verdict stays inconclusive",
+            'set trials = "auto" (with max_trials) to run until these verdicts settle, or '
+            "drop decide_on",
+        ))  # fmt: skip
+    return idle
 
 
 # What a capacity batch measures (lab/capacity.py): what decide_on may name in that mode.

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from hairline.config.checks import Report, check_experiment, check_service
+from hairline.config.checks import Report, check_experiment, check_service, idle_settings
 from hairline.config.experiment import (
     AaConfig,
     ArmConfig,
@@ -35,7 +35,7 @@ from hairline.config.sections import (
 )
 from hairline.errors import ConfigError, Problem
 
-__all__ = ["ExtraCheck", "load_experiment"]
+__all__ = ["ExtraCheck", "idle_setting_warnings", "load_experiment"]
 
 # A check of a layer above config (the lab's: model names, the trace's first lines), run in
 # the same round as config's own, reporting as config's checks do.
@@ -298,6 +298,18 @@ def _line_of(text: str, loc: tuple[str, ...]) -> int | None:
         if loc[0] == "service" and loc[1:depth] and loc[1:depth] in found:
             return found[loc[1:depth]]
     return None
+
+
+def idle_setting_warnings(config: ExperimentConfig) -> list[str]:
+    """checks.idle_settings as lines naming the file, line and field, and the fix."""
+    source = Path(config.source) if config.source else None
+    text = source.read_text() if source is not None and source.is_file() else ""
+    lines = []
+    for loc, what, fix in idle_settings(config):
+        line = _line_of(text, loc) if text else None
+        where = f"{source}:{line}" if line is not None else str(source or "the experiment")
+        lines.append(f"{where}: {'.'.join(loc)}: {what} (fix: {fix})")
+    return lines
 
 
 def _unquote(part: str) -> str:

@@ -390,10 +390,14 @@ class TuningEvaluation(Base):
     """One candidate configuration of a tuning run and what its A/B found.
 
     ``status``: proposed (written before its experiment is queued, so a crash between the two
-    loses nothing), running (its experiment is queued or running), done, infeasible (the
-    candidate failed to start or broke a constraint: never proposed again), failed (the
-    experiment failed for a reason not the candidate's). ``value`` is the searcher's
-    observation (higher is better) and ``se`` its standard error."""
+    loses nothing; also a candidate whose arm failed fewer than ``infeasible_after_failures``
+    times, queued again), running (its experiment is queued or running), interrupted (the
+    run stopped while its experiment was queued or running: ``--resume`` takes it up), done,
+    infeasible (the candidate's own arm failed repeatedly, or it broke a constraint: never
+    proposed again), failed (the experiment failed for a reason not the candidate's).
+    ``value`` is the searcher's observation (higher is better) and ``se`` its standard
+    error; ``candidate_failures`` the experiments in which the candidate's arm alone
+    failed."""
 
     __tablename__ = "tuning_evaluations"
     __table_args__ = (UniqueConstraint("run_id", "position"),)
@@ -414,6 +418,7 @@ class TuningEvaluation(Base):
     mean_control: Mapped[float | None] = mapped_column(Float, nullable=True)
     mean_candidate: Mapped[float | None] = mapped_column(Float, nullable=True)
     reason: Mapped[str] = mapped_column(Text, default="")
+    candidate_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 

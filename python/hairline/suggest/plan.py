@@ -59,6 +59,22 @@ def read_profiles(paths: Sequence[Path], *, endpoint_label: str = "endpoint") ->
     return merge([read_profile(p, endpoint_label=endpoint_label) for p in paths])
 
 
+def no_function_reason(changed: DiffFunctions, base: str, head: str) -> str:
+    """Why a diff gives no function to score, in its own words: an empty diff, files of
+    languages not read (Python, Go and Rust are), or lines outside every function."""
+    others = ", ".join(changed.other_files[:3]) + (", ..." if len(changed.other_files) > 3 else "")
+    if not changed.other_files and not changed.unmapped_lines:
+        return f"the diff is empty: {head} changes no line against {base}"
+    if not changed.unmapped_lines:
+        return (
+            f"the diff changes only files of languages not read here ({others}); "
+            "Python, Go and Rust are"
+        )
+    lines = f"{changed.unmapped_lines} line{'s' if changed.unmapped_lines != 1 else ''}"
+    also = f", and files of languages not read here ({others})" if changed.other_files else ""
+    return f"the diff changes {lines} outside every function and no function{also}"
+
+
 def suggest(
     repo: Path, base: str, head: str, profile: Profile, threshold: ScoreThreshold | None
 ) -> Suggestion:
@@ -66,7 +82,7 @@ def suggest(
     changed = modified_functions(repo, base, head)
     diff = impact(profile, changed.functions)
     if not changed.functions:
-        test, reason = False, "the diff modifies no function of a language read here"
+        test, reason = False, no_function_reason(changed, base, head)
     elif threshold is None:
         test, reason = bool(diff.matched), (
             "the modified code runs in production" if diff.matched else

@@ -74,6 +74,8 @@ class TuningSpec:
     seed: int
     shared_control: bool
     options: dict[str, Any]
+    # Experiments the candidate's own arm must fail before it is infeasible (outcome.py).
+    infeasible_after_failures: int
     apply: ApplyTable
     template: str | None
     constraints: dict[str, LimitTable]
@@ -273,6 +275,7 @@ def load_tuning_file(path: Path) -> TuningSpec:
         seed=parsed.search.seed,
         shared_control=parsed.search.shared_control,
         options=dict(parsed.search.options),
+        infeasible_after_failures=parsed.search.infeasible_after_failures,
         apply=parsed.apply,
         template=template,
         constraints=dict(parsed.constraints),

@@ -28,7 +28,7 @@ from hairline.tune import runs
 from hairline.tune.apply import CONTROL_ARM, batch_experiments, candidate_arm_name
 from hairline.tune.clusters import Clusters, aa_between, choose_clusters, pinned
 from hairline.tune.config import TuningSpec
-from hairline.tune.outcome import read_outcome
+from hairline.tune.outcome import Found, read_outcome, settle
 from hairline.tune.runs import EvaluationRow
 from hairline.tune.searchers import Observation, Told, propose
 from hairline.tune.space import Configuration
@@ -125,12 +125,16 @@ def run_tuning(
             if clusters is None and spec.clusters is not None:
                 return run_id
             _drive(store, spec, lab, run_id, folder / f"tune-{run_id}", clusters, clock)
-        except TuningStopped as err:
-            runs.set_state(store, run_id, "failed", err.message, clock=clock)
-            raise
         except BaseException as err:
-            stopped = isinstance(err, KeyboardInterrupt | SystemExit)
-            reason = "interrupted" if stopped else f"{type(err).__name__}: {err}"
+            if isinstance(err, TuningStopped):
+                reason = err.message
+            elif isinstance(err, KeyboardInterrupt | SystemExit):
+                reason = "interrupted"
+            else:
+                reason = f"{type(err).__name__}: {err}"
+            # The experiments this driver was taking to their end are no longer watched:
+            # their evaluations say so rather than "running" (--resume takes them up).
+            runs.interrupt_running(store, run_id, runs.interrupted_reason(run_id), clock=clock)
             runs.set_state(store, run_id, "failed", reason, clock=clock)
             raise
     runs.set_state(store, run_id, "done", clock=clock)
@@ -138,15 +142,29 @@ def run_tuning(
 
 
 def _reopen_interrupted(store: Store, spec: TuningSpec, run_id: int, clock: Clock) -> None:
-    """Evaluations whose experiment ended failed or cancelled while no driver watched (the
-    last one was interrupted) are queued again, unless the candidate was at fault."""
+    """Evaluations left running or interrupted by the last driver: those whose experiment
+    ended failed or cancelled while no driver watched are judged as any ended experiment
+    (queued again unless the candidate was at fault); the others are waited for again."""
     for row in runs.evaluations(store, run_id):
-        if row.status != "running" or row.experiment_id is None:
+        if row.status not in ("running", "interrupted") or row.experiment_id is None:
             continue
         if standing_phase(store, row.experiment_id) in ("failed", "cancelled"):
-            found = read_outcome(store, spec, row.experiment_id, row.arm)
-            runs.record(store, run_id, row.position, found.status, clock=clock,
-                        **found.columns())  # fmt: skip
+            _record(store, spec, run_id, row, read_outcome(store, spec, row.experiment_id, row.arm),
+                    clock)  # fmt: skip
+        elif row.status == "interrupted":  # its experiment goes on: wait for it again
+            runs.record(store, run_id, row.position, "running", clock=clock, reason="",
+                        finished_at=None)  # fmt: skip
+
+
+def _record(
+    store: Store, spec: TuningSpec, run_id: int, row: EvaluationRow, found: Found, clock: Clock
+) -> Found:
+    """Write what an evaluation's experiment found (an arm failure counted, see
+    outcome.settle); what the evaluation became."""
+    settled, failures = settle(found, row.candidate_failures, spec.infeasible_after_failures)
+    runs.record(store, run_id, row.position, settled.status, clock=clock,
+                candidate_failures=failures, **settled.columns())  # fmt: skip
+    return settled
 
 
 def _clusters(
@@ -308,8 +326,8 @@ def _evaluate(
     for held in dict.fromkeys(r.experiment_id for r in pending if r.experiment_id is not None):
         lab.finish(held)
         for row in (r for r in pending if r.experiment_id == held):
-            found = read_outcome(store, spec, held, row.arm)
-            runs.record(store, run_id, row.position, found.status, clock=clock, **found.columns())
+            found = _record(store, spec, run_id, row, read_outcome(store, spec, held, row.arm),
+                            clock)  # fmt: skip
             lab.on_event(
                 _said(
                     row,

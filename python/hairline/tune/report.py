@@ -25,7 +25,13 @@ from hairline.report.html.page import REPORT_CSS
 from hairline.tune.results import TuningResult
 from hairline.tune.runs import EvaluationRow
 
-__all__ = ["objective_svg", "print_tuning", "render_tuning_html", "render_tuning_markdown"]
+__all__ = [
+    "infeasible_rule",
+    "objective_svg",
+    "print_tuning",
+    "render_tuning_html",
+    "render_tuning_markdown",
+]
 
 _W, _H = 640, 300
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 24, 40
@@ -71,11 +77,30 @@ def print_tuning(result: TuningResult, out: Console) -> None:
             str(e.batch),
             _config_text(e.config),
             e.status,
-            _effect(e) if e.status == "done" else e.reason[:80],
+            _effect(e) if e.status == "done" else e.reason[:240],
             "" if e.experiment_id is None else str(e.experiment_id),
         )
     out.print(table)
     out.print(_headline(result), markup=False, highlight=False)
+    rule = infeasible_rule(result)
+    if rule:
+        out.print(rule, markup=False, highlight=False)
+
+
+def infeasible_rule(result: TuningResult) -> str:
+    """The rule that made a candidate infeasible or ran it again, said once under a run that
+    has one ("" otherwise): an infeasible candidate is never proposed again, so a reader
+    must see what it took."""
+    if not any(e.status == "infeasible" or e.candidate_failures for e in result.evaluations):
+        return ""
+    n = result.infeasible_after_failures
+    times = "once" if n == 1 else f"{n} times"
+    return (
+        f"infeasible (never proposed again): the candidate's own arm failed {times} (to "
+        "start, answer or carry the load) where the default's did not, each time in its own "
+        f"experiment ([search] infeasible_after_failures = {n}; fewer: run again), or it broke "
+        "a [constraints] limit, or its objective was not measured"
+    )
 
 
 def render_tuning_markdown(result: TuningResult) -> str:
@@ -86,11 +111,14 @@ def render_tuning_markdown(result: TuningResult) -> str:
         "|---|---|---|---|---|",
     ]
     for e in result.evaluations:
-        what = _effect(e) if e.status == "done" else e.reason.replace("|", "/")[:120]
+        what = _effect(e) if e.status == "done" else e.reason.replace("|", "/")[:240]
         lines.append(
             f"| {e.position + 1} | `{_config_text(e.config)}` | {e.status} | {what} | "
             f"{e.experiment_id or ''} |"
         )
+    rule = infeasible_rule(result)
+    if rule:
+        lines += ["", rule]
     return "\n".join(lines) + "\n"
 
 
@@ -168,6 +196,8 @@ def render_tuning_html(results: Sequence[TuningResult]) -> str:
             "<table><tr><th>#</th><th>batch</th><th>configuration</th><th>status</th>"
             f"<th>effect [CI]</th><th>experiment</th></tr>{rows}</table>"
         )
+        if rule := infeasible_rule(result):
+            parts.append(f'<p class="muted">{html.escape(rule)}</p>')
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>hairline tune</title><style>{REPORT_CSS}</style></head><body>\n"

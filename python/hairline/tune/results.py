@@ -4,6 +4,7 @@ evaluation, the objective over evaluations, and the configuration as a file to d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from hairline.kit.jsonout import documented
-from hairline.tune.runs import EvaluationRow, RunRow
+from hairline.tune.runs import DRIVER_STALE_S, EvaluationRow, RunRow, interrupted_reason
 from hairline.tune.space import Configuration, Value
 
 __all__ = ["BestJson", "EvaluationJson", "TuningJson", "TuningResult", "deploy_toml"]
@@ -42,7 +43,9 @@ class EvaluationJson(TypedDict):
     batch: int
     config: dict[str, Value]
     status: str
-    """proposed, running, done, infeasible or failed."""
+    """proposed (also: run again after its arm failed fewer than infeasible_after_failures
+    times), running, interrupted (the run stopped while its experiment ran), done,
+    infeasible or failed."""
     experiment: int | None
     arm: str
     """The candidate's arm in the experiment ("cN")."""
@@ -55,7 +58,9 @@ class EvaluationJson(TypedDict):
     mean_control: float | None
     mean_candidate: float | None
     reason: str
-    """Why it is infeasible or failed."""
+    """Why it is infeasible, failed, interrupted or run again."""
+    candidate_failures: int
+    """Experiments in which the candidate's own arm failed and the default's did not."""
 
 
 @documented
@@ -75,6 +80,8 @@ class TuningJson(TypedDict):
     higher_is_better: bool
     budget: int
     """The evaluations planned."""
+    infeasible_after_failures: int
+    """Experiments the candidate's own arm must fail before it is infeasible."""
     default: dict[str, Value]
     """The production configuration: the control of every A/B."""
     clusters: dict[str, Any] | None
@@ -107,6 +114,35 @@ class TuningResult:
     @property
     def budget(self) -> int:
         return int(self.run.summary.get("evaluations", 0))
+
+    @property
+    def infeasible_after_failures(self) -> int:
+        # Runs started before the rule was configurable marked a candidate at its first.
+        return int(self.run.summary.get("infeasible_after_failures", 1))
+
+    def as_seen(self, now: float) -> TuningResult:
+        """The run as it stands at ``now``, for a reader (who writes nothing): a "running"
+        run whose driver has been silent for ``DRIVER_STALE_S`` was killed, and is shown
+        failed; an evaluation still "running" in a run no driver holds is shown
+        interrupted (``--resume`` takes it up)."""
+        run = self.run
+        beat = run.heartbeat_at
+        if run.state == "running" and (beat is None or now - beat >= DRIVER_STALE_S):
+            silent = "" if beat is None else f" for {now - beat:,.0f} s"
+            reason = (
+                f"its driver stopped without a word (no sign of life{silent}); "
+                f"`hairline tune FILE --resume {run.id}` goes on"
+            )
+            run = dataclasses.replace(run, state="failed", reason=reason)
+        if run.state == "running":  # a live driver: as written
+            return self
+        evaluations = tuple(
+            dataclasses.replace(e, status="interrupted", reason=interrupted_reason(run.id))
+            if e.status == "running"
+            else e
+            for e in self.evaluations
+        )
+        return TuningResult(run, evaluations)
 
     @property
     def done(self) -> tuple[EvaluationRow, ...]:
@@ -152,6 +188,7 @@ class TuningResult:
             "metric": self.metric,
             "higher_is_better": self.higher_is_better,
             "budget": self.budget,
+            "infeasible_after_failures": self.infeasible_after_failures,
             "default": self.default,
             "clusters": self.run.clusters or None,
             "aa_experiment": self.run.aa_experiment_id,
@@ -180,6 +217,7 @@ class TuningResult:
                     "mean_control": e.mean_control,
                     "mean_candidate": e.mean_candidate,
                     "reason": e.reason,
+                    "candidate_failures": e.candidate_failures,
                 }
                 for e in self.evaluations
             ],

@@ -31,6 +31,8 @@ __all__ = [
     "create_run",
     "evaluations",
     "file_digest",
+    "interrupt_running",
+    "interrupted_reason",
     "list_runs",
     "load_run",
     "record",
@@ -55,12 +57,15 @@ class RunRow:
     source_file: str
     digest: str
     # The tuning file as read when the run started: metric, higher_is_better, evaluations,
-    # batch_size, seed, default.
+    # batch_size, seed, default, infeasible_after_failures.
     summary: dict[str, Any]
     clusters: dict[str, Any]
     aa_experiment_id: int | None
     created_at: float
     finished_at: float | None
+    # The driver's last sign of life (None once the run ended): a "running" run silent for
+    # DRIVER_STALE_S has no driver (it was killed), whatever its state says.
+    heartbeat_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ class EvaluationRow:
     mean_control: float | None
     mean_candidate: float | None
     reason: str
+    # Experiments in which the candidate's arm alone failed (tune/outcome.settle).
+    candidate_failures: int = 0
 
 
 def file_digest(spec: TuningSpec) -> str:
@@ -108,6 +115,7 @@ def create_run(store: Store, spec: TuningSpec, *, clock: Clock = time.time) -> i
         "batch_size": spec.batch_size,
         "seed": spec.seed,
         "default": spec.default,
+        "infeasible_after_failures": spec.infeasible_after_failures,
     }
     with store.transaction() as session:
         row = TuningRun(
@@ -146,6 +154,7 @@ def _run_row(row: TuningRun) -> RunRow:
         aa_experiment_id=row.aa_experiment_id,
         created_at=row.created_at,
         finished_at=row.finished_at,
+        heartbeat_at=row.heartbeat_at,
     )
 
 
@@ -244,6 +253,7 @@ def _evaluation_row(row: TuningEvaluation) -> EvaluationRow:
         mean_control=row.mean_control,
         mean_candidate=row.mean_candidate,
         reason=row.reason,
+        candidate_failures=row.candidate_failures or 0,
     )
 
 
@@ -317,14 +327,37 @@ def record(
     status: str,
     *,
     clock: Clock = time.time,
-    **values: float | str | None,
+    **values: int | float | str | None,
 ) -> None:
-    """An evaluation's end: done (with value, se, effect...), infeasible or failed."""
+    """An evaluation's end: done (with value, se, effect...), infeasible or failed; or
+    proposed again, or interrupted (the run stopped while its experiment ran)."""
     with store.transaction() as session:
         row = _evaluation(session, run_id, position)
         row.status, row.finished_at = status, clock()
         for name, value in values.items():
             setattr(row, name, value)
+
+
+def interrupted_reason(run_id: int) -> str:
+    """Why an evaluation is ``interrupted``: what a user reads in ``tuning show``."""
+    return (
+        "the run stopped while its experiment was queued or running; "
+        f"`hairline tune FILE --resume {run_id}` takes it up"
+    )
+
+
+def interrupt_running(store: Store, run_id: int, reason: str, *, clock: Clock = time.time) -> int:
+    """Every evaluation of the run still ``running`` marked ``interrupted`` with ``reason``
+    (its driver stops: nothing watches its experiment any more); how many."""
+    with store.transaction() as session:
+        rows = session.scalars(
+            select(TuningEvaluation).where(
+                TuningEvaluation.run_id == run_id, TuningEvaluation.status == "running"
+            )
+        ).all()
+        for row in rows:
+            row.status, row.reason, row.finished_at = "interrupted", reason, clock()
+        return len(rows)
 
 
 def list_runs(store: Store, *, service: str | None = None, limit: int = 50) -> list[RunRow]:

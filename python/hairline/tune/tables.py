@@ -97,6 +97,10 @@ class SearchTable(TomlModel):
     """true: one experiment per batch, with one control arm."""
     options: dict[str, Any] = Field(default_factory=dict)
     """The searcher's own options, e.g. { initial = 5 }."""
+    infeasible_after_failures: int = Field(default=2, ge=1, le=10)
+    """Experiments in which the candidate's own arm fails (to start, to answer, to carry
+    the load) while the default's does not, before the candidate is infeasible and never
+    proposed again; after fewer, it is run again."""
 
 
 class LimitTable(TomlModel):
