@@ -1,9 +1,10 @@
 """`hairline bisect` end to end: a git repository of eight commits of a small service, the
-fifth of which doubles the CPU work of a request, bisected by real experiments on this machine.
+fifth of which adds 10% to the CPU work of a request, bisected by real experiments on this
+machine.
 
 The service in the repository is the sample service started by ``app/serve.sh``, which
 appends ``--regress-cpu`` with the number in ``app/regress.txt``: "0.0" in commits 1 to 4,
-"1.0" from commit 5. Every commit also changes ``app/VERSION``, so each revision is its own
+"0.10" from commit 5. Every commit also changes ``app/VERSION``, so each revision is its own
 build (the cache key is the tree's content).
 """
 
@@ -30,7 +31,7 @@ SERVE = """#!/bin/sh
 here=$(cd "$(dirname "$0")" && pwd)
 exec "$@" --regress-cpu "$(cat "$here/regress.txt")"
 """
-CULPRIT = 5  # the commit (1-based) that doubles the CPU work of a request
+CULPRIT = 5  # the commit (1-based) that adds 10% to the CPU work of a request
 
 
 def git(repo: Path, *args: str) -> str:
@@ -54,7 +55,7 @@ def eight_commits(repo: Path) -> list[str]:
     commits = []
     for number in range(1, 9):
         (app / "VERSION").write_text(f"{number}\n")
-        (app / "regress.txt").write_text("1.0\n" if number >= CULPRIT else "0.0\n")
+        (app / "regress.txt").write_text("0.10\n" if number >= CULPRIT else "0.0\n")
         git(repo, "add", "app")
         subject = "add a cache miss on every request" if number == CULPRIT else "tidy up"
         git(repo, "commit", "--quiet", "-m", f"commit {number}: {subject}")
@@ -63,36 +64,38 @@ def eight_commits(repo: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
+def test_bisect_names_commit_five_of_eight_within_its_experiment_budget(
     tmp_path: Path, engine_path: Path
 ) -> None:
     """Four experiments: commit 4 against the good commit 1 (no change), 6 and then 5 against 1
-    (regression), and the confirmation of 5 against its parent 4.
+    (regression), and the confirmation of 5 against its parent 4. The change is docs/bisect.md's:
+    10% more work a request (it reads 7-9% of CPU per request: the kernel's part of a request
+    is not scaled), judged against a 5% threshold over six trials a step.
 
-    False failure: under 1e-6 at this VM's noise, 3e-4 at twice it. The step that sees no
-    change must read "no change", its 95% interval inside +/-30%; with four trials that is
-    a paired t on 3 degrees of freedom. Over 2,000,000 simulated steps of normal trials
-    (seed 1, 2026-11-28) the interval reached past +/-30% in none at a per-trial sd of 3.2%
-    (what this test's unchanged step read: +1.7% [-3.3%, +6.8%]), 7e-5 at 6% and 2.6e-4 at
-    6.4%. The regression steps are safe: doubled work read +71% to +72% (intervals under
-    +/-4%) against the 30% threshold, tens of standard errors above it. How small a
-    change a bisection finds is a benchmark's question (docs/bisect.md: 10% with a 4%
-    threshold), not this test's: it checks the bisection, and buys its speed with a change
-    that needs few trials to see."""
+    False failure: about 1.4e-4. The bisection fails if the unchanged step reads "regression"
+    (its trimmed mean over 5%, significant), a regression step reads "no change", or repeats
+    (an inconclusive step again with twice the trials, at most two in all: the budget) run
+    out. Simulated through the lab's own models (stats/trimmed.py, stats/paired.py; 100,000
+    bisections, seed 3, 2026-11-29) with per-trial differences resampled from a 40-trial A/A
+    of the sample service at these settings (sd 1.97%: most trials within 1%, four of 40 off
+    by 3-8%, taken while helpers' builds ran beside it): 1.4e-4; with normal trials of sd 2%
+    none failed, 1.0e-3 at 2.5% and 2.8e-2 at 3.2%, the worst any step of this test has read
+    (+1.7% [-3.3%, +6.8%] over four trials of doubled work, 2026-11-28). How small a change a
+    bisection finds is a benchmark's question; this checks the bisection on the issue's 10%."""
     repo = tmp_path / "repo"
     commits = eight_commits(repo)
     git_arm = {"git": "main", "repo": str(repo)}
-    # 1,000/s for 1 s a batch: doubled work at 2,500/s spoiled batches beside the engine
-    # (tests/lab/test_ray_e2e.py), and the 30% threshold leaves room for the noise of short
-    # batches on both sides.
+    # 1,000/s for 1 s a batch: at 2,000-2,500/s an A/A's per-trial spread was 1.3-1.6%
+    # against 0.76% at 1,000/s (2026-11-29, /tmp A/As of 8 trials), the engine and the
+    # arms sharing two CPUs.
     path = write_experiment(
         tmp_path / "exp",
         tag="bisect",
         arms={"A": git_arm, "B": git_arm},
         load={"rate_per_s": 1000, "duration_s": 1.0, "warmup_duration_s": 0.5},
-        design={"trials": 4},
+        design={"trials": 6},
         service={"build": {"artifact": "app"}},
-        thresholds={"cpu_ns_per_request": "30%"},
+        thresholds={"cpu_ns_per_request": "5%"},
         wrap="sh {artifact}/serve.sh {command}",
     ).path
     home = tmp_path / "home"
@@ -107,10 +110,11 @@ def test_bisect_names_commit_five_of_eight_in_at_most_four_experiments(
     assert result["status"] == "culprit"
     assert result["culprit"]["commit"] == commits[CULPRIT - 1]
     assert result["culprit"]["subject"] == "commit 5: add a cache miss on every request"
-    assert result["experiments"] == len(result["steps"]) <= 4
+    # Four without repeats; the budget (four and two) allows two repeats of an inconclusive step.
+    assert result["experiments"] == len(result["steps"]) <= 6
     last = result["steps"][-1]
     assert last["candidate"]["commit"] == commits[CULPRIT - 1]
-    assert last["verdict"] == "regression" and last["effect_rel"] > 0.3
+    assert last["verdict"] == "regression" and last["effect_rel"] > 0.05
     assert "commit 5: add a cache miss" in out_md.read_text()
     assert "bisect: step 1 (search)" in done.stdout
     xmlschema.validate(str(junit), str(Path(__file__).parents[2] / "docs/schema/junit.xsd"))
