@@ -243,3 +243,11 @@ def test_a_server_the_balancer_lacks_is_a_file_mistake_with_its_line(tmp_path: P
     assert "kraken.toml:5: test.servers: 'web5' is not a server of --local-fleet 4" in message
     assert "fix: did you mean 'web4'? its servers are rest, web1, web2, web3, web4" in message
     check_servers(path, ("web1", "rest"), ["web1", "rest"], "haproxy")  # all there: no error
+
+
+def test_an_instance_matcher_naming_a_server_not_read_is_a_file_mistake(tmp_path: Path) -> None:
+    key = 'sum(rate(sample_queue_seconds_sum{instance="web5"}[2s]))'
+    health = HEALTH.replace(f'"{QUEUE_KEY}"', f"'{key}'")
+    message = problems_of(tmp_path, health=health)
+    assert 'health.toml:3: metric.queue_delay.key: instance="web5" is not a server' in message
+    assert "fix: name one of web1, web2, web3, web4 (its entity's servers)" in message

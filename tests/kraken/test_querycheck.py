@@ -11,7 +11,7 @@ import pytest
 
 from hairline.kraken.file import load_kraken_file
 from hairline.kraken.promql import parse
-from hairline.kraken.querycheck import several_values, shape_of
+from hairline.kraken.querycheck import several_values, shape_of, unknown_instances
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "kraken.md"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kraken"
@@ -69,3 +69,11 @@ def test_over_one_server_its_instance_label_parts_nothing() -> None:
     assert several_values(parse("rate(x[2s])"), servers=1) is None
     assert several_values(parse("sum by (instance) (rate(x[2s]))"), servers=1) is None
     assert several_values(parse("sum by (endpoint) (rate(x[2s]))"), servers=1) is not None
+
+
+def test_instance_matchers_are_checked_against_the_servers_read() -> None:
+    key = 'sum(rate(a{instance="web1"}[2s])) / sum(rate(b{instance="web9", x!="y"}[2s]))'
+    assert unknown_instances(parse(key), ("web1", "web2")) == ["web9"]
+    # A regular expression or a negation may match none on purpose: not judged.
+    assert unknown_instances(parse('sum(a{instance=~"web9|web1"})'), ("web1",)) == []
+    assert unknown_instances(parse('sum(a{instance!="web9"})'), ("web1",)) == []

@@ -18,7 +18,7 @@ from hairline.config.sections import TomlModel
 from hairline.config.tomlcheck import Problems, Report, read_toml
 from hairline.kraken.control import Policy
 from hairline.kraken.health import HealthMetric, Level, check_health_file
-from hairline.kraken.querycheck import several_values
+from hairline.kraken.querycheck import several_values, unknown_instances
 
 __all__ = [
     "KrakenFile",
@@ -219,15 +219,27 @@ def _check_health(
     health: tuple[HealthMetric, ...], test: TestTable, name: str, path: Path, problems: Problems
 ) -> None:
     """The health metrics' rules that depend on the test: servers named, windows long
-    enough to hold a sample, queries that come to one value over the servers they read."""
+    enough to hold a sample, keys that come to one value over the servers they read and name
+    no other server in an `instance` matcher."""
     text = path.read_text()
     for metric in health:
-        # A server test leaves the cluster's metrics out (docs/kraken.md, "What a run does").
-        read_by = {"cluster": len(test.servers) if test.kind == "cluster" else 0}
-        servers = 1 if metric.server is not None else read_by.get(metric.entity, 0)
-        problem = several_values(metric.query, servers) if metric.query and servers else None
-        if problem is not None:
-            problems.at(path, text, ("metric", metric.name, "key"), *problem)
+        # The servers whose series the key reads; a server test leaves the cluster's metrics
+        # out (docs/kraken.md, "What a run does"), and the engine's have no key to read.
+        read = (
+            (metric.server,)
+            if metric.server is not None
+            else test.servers
+            if metric.entity == "cluster" and test.kind == "cluster"
+            else ()
+        )
+        if metric.query is not None and read:
+            problem = several_values(metric.query, len(read))
+            if problem is not None:
+                problems.at(path, text, ("metric", metric.name, "key"), *problem)
+            for name in unknown_instances(metric.query, read):
+                problems.at(path, text, ("metric", metric.name, "key"),
+                            f'instance="{name}" is not a server it reads: no data, ever',
+                            f"name one of {', '.join(read)} (its entity's servers)")  # fmt: skip
         if metric.server is not None and metric.server not in test.servers:
             problems.at(
                 path,

@@ -9,15 +9,17 @@ series carry their own labels (not known until scraped, ``instance`` among them)
 ``le``; an operator keeps its vector side's labels (the left one's when both are vectors,
 which match one to one). So ``rate(x[2s])`` over four servers is four values, ``sum by
 (instance) (...)`` one per server, ``sum by (le) (...)`` one per bucket: each a file mistake.
+So is a selector's ``instance="web9"`` that names no server the query reads: it never has data.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hairline.kraken.promql import Aggregate, Binary, Call, Expr, Negate, Number, Selector
 
-__all__ = ["Shape", "several_values", "shape_of"]
+__all__ = ["Shape", "selectors", "several_values", "shape_of", "unknown_instances"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +92,28 @@ def several_values(expr: Expr, servers: int) -> tuple[str, str] | None:
         f"gives one value per {per}, not one",
         f"{aggregate} without `by ({by})`",
     )
+
+
+def selectors(expr: Expr) -> list[Selector]:
+    """The query's selectors, in order."""
+    if isinstance(expr, Selector):
+        return [expr]
+    if isinstance(expr, Aggregate | Negate):
+        return selectors(expr.expr)
+    if isinstance(expr, Call):
+        return [s for arg in expr.args for s in selectors(arg)]
+    if isinstance(expr, Binary):
+        return [*selectors(expr.left), *selectors(expr.right)]
+    return []
+
+
+def unknown_instances(expr: Expr, servers: Sequence[str]) -> list[str]:
+    """The servers that ``instance="NAME"`` matchers name and the query does not read (its
+    series are only ``servers``'): such a selector never has data."""
+    named = [
+        m.value
+        for s in selectors(expr)
+        for m in s.matchers
+        if m.label == "instance" and m.op == "=" and m.value not in servers
+    ]
+    return list(dict.fromkeys(named))
