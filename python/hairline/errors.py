@@ -121,6 +121,12 @@ class LoadBalancerError(HairlineError):
     refused a command; the hint names the socket and what to check."""
 
 
+class LoadBalancerGone(LoadBalancerError):
+    """The load balancer is not running: no process listens on HAProxy's admin socket (or
+    the socket file is gone), nginx's master process or its files are gone. Kraken's
+    watchdog then stops trying to restore weights that no longer exist."""
+
+
 class LabSignal(Exception):
     """Control flow between the lab's layers, never a problem for the user to fix: raised
     where the fact is found, caught where the decision is made."""

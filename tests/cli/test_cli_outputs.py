@@ -103,7 +103,7 @@ NOT_OUTPUTS: dict[str, str] = {
 }
 
 KRAKEN_SIGTERM = (
-    "tests/kraken/test_kraken_cli.py::test_sigterm_aborts_restores_and_exits_2_with_the_json"
+    "tests/kraken/test_kraken_cli.py::test_sigterm_aborts_restores_and_exits_143_with_the_json"
 )
 FAILING = ("{failing}",)  # an experiment whose build fails at once
 STORE = ("--db", "{db}", "--home", "{home}")

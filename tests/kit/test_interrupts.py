@@ -75,3 +75,43 @@ def test_a_process_may_choose_what_a_signal_raises_and_gets_it_again_if_swallowe
         interrupts.reset()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def test_a_ctrl_c_in_a_deferred_block_lets_it_finish_and_is_remembered(installed: None) -> None:
+    """Clean-up inside ``deferred`` runs to its end; the command then reads the signal."""
+    finished = []
+    with interrupts.deferred():
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # a second Ctrl-C changes nothing either
+        finished.append("teardown")
+    assert finished == ["teardown"]
+    assert interrupts.interrupted_by() == signal.SIGINT
+    assert interrupts.exit_status(signal.SIGINT) == 130
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.raise_if_interrupted()
+
+
+def test_under_another_handler_the_signal_is_delivered_when_the_block_ends() -> None:
+    """Without ``install`` (a library caller, Python's own Ctrl-C handler) the interrupt is
+    not lost: it is raised as the block ends, after the block's work, and the caller's
+    handler is back."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    finished = []
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+            signal.raise_signal(signal.SIGINT)
+            finished.append("teardown")
+        assert finished == ["teardown"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert interrupts.interrupted_by() is None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_outside_a_deferred_block_ctrl_c_raises_again(installed: None) -> None:
+    with interrupts.deferred():
+        pass
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+    assert interrupts.exit_status(signal.SIGTERM) == 143

@@ -84,3 +84,30 @@ url = "{fleet.frontend_url}"
 """
     )
     return path
+
+
+def local_fleet_file(folder: Path, *, health: Path, lb: str = "haproxy") -> Path:
+    """A Kraken file for ``--local-fleet 4``, which fills in [lb]'s paths and the users'
+    URL: no server test first, and ``health`` (quiet: it shifts and keeps going)."""
+    path = folder / "kraken.toml"
+    path.write_text(
+        f"""\
+health = "{health}"
+
+[test]
+servers = ["web1", "web2", "web3", "web4"]
+control_interval_s = 1.0
+sample_interval_s = 0.5
+max_duration_s = 60
+start_share = 0.2
+per_server_capacity_per_s = 100
+
+[lb]
+kind = "{lb}"
+backend = "web"
+
+[traffic]
+rate_per_s = 1500
+"""
+    )
+    return path

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hairline.errors import ConfigError
-from hairline.kraken.file import KrakenTest, load_kraken_file
+from hairline.kraken.file import KrakenTest, check_servers, load_kraken_file
 from hairline.kraken.health import Level
 from hairline.kraken.run import plan_of
 from hairline.lb.balancer import LbSpec
@@ -61,6 +61,9 @@ level_ranges.CAUTIOUS = [80, 90]
 level_ranges.NOMORE = [90, 100]
 level_ranges.BACKOFF = [100, inf]
 """
+
+
+QUEUE_KEY = HEALTH.splitlines()[2].split('"')[1]
 
 
 def write(tmp_path: Path, kraken: str = KRAKEN, health: str = HEALTH) -> Path:
@@ -196,3 +199,55 @@ def test_a_file_without_its_lbs_paths_asks_for_them_or_a_local_fleet(tmp_path: P
     assert "[lb] config is missing: nginx's main configuration" in caught.value.message
     assert caught.value.hint is not None and "--local-fleet N" in caught.value.hint
     assert plan_of(test, local_fleet=True).lb == LbSpec("nginx", "web")
+
+
+def test_a_query_that_gives_one_value_per_server_is_a_file_mistake(tmp_path: Path) -> None:
+    """Found before the run starts, with its line and fix (it was an abort mid-run)."""
+    per_server = "1000 * sum by (instance) (rate(sample_queue_seconds_sum[2s]))"
+    health = HEALTH.replace(
+        QUEUE_KEY,
+        per_server,
+    )
+    health += (
+        '\n[metric.served]\nentity = "cluster"\nkey = "rate(sample_requests_total[2s])"\n'
+        + HEALTH.split('key = "p99_ms"\n')[1]
+    )
+    message = problems_of(tmp_path, health=health)
+    assert message.startswith(f"{tmp_path / 'kraken.toml'}: 2 problems")
+    assert (
+        "health.toml:3: metric.queue_delay.key: gives one value per server (instance), not one"
+        in message
+    )
+    assert "fix: aggregate it to one value: wrap it in sum(...), avg(...) or max(...)" in message
+    assert (
+        "health.toml:25: metric.served.key: gives one value per server (4 servers under test)"
+        in message
+    )
+
+
+def test_a_query_over_one_server_may_keep_its_instance_label(tmp_path: Path) -> None:
+    """One server's series are one value per series; its instance label parts nothing."""
+    health = HEALTH.replace('entity = "cluster"', 'entity = "server:web1"').replace(
+        QUEUE_KEY,
+        "1000 * sum by (instance) (rate(sample_queue_seconds_sum[2s]))",
+    )
+    assert load_kraken_file(write(tmp_path, health=health)).health[0].server == "web1"
+
+
+def test_a_server_the_balancer_lacks_is_a_file_mistake_with_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, KRAKEN.replace('"web4"', '"web5"'))
+    with pytest.raises(ConfigError) as caught:
+        check_servers(path, ("web1", "web2", "web3", "web5"),
+                      ["web1", "web2", "web3", "web4", "rest"], "--local-fleet 4")  # fmt: skip
+    message = str(caught.value)
+    assert "kraken.toml:5: test.servers: 'web5' is not a server of --local-fleet 4" in message
+    assert "fix: did you mean 'web4'? its servers are rest, web1, web2, web3, web4" in message
+    check_servers(path, ("web1", "rest"), ["web1", "rest"], "haproxy")  # all there: no error
+
+
+def test_an_instance_matcher_naming_a_server_not_read_is_a_file_mistake(tmp_path: Path) -> None:
+    key = 'sum(rate(sample_queue_seconds_sum{instance="web5"}[2s]))'
+    health = HEALTH.replace(f'"{QUEUE_KEY}"', f"'{key}'")
+    message = problems_of(tmp_path, health=health)
+    assert 'health.toml:3: metric.queue_delay.key: instance="web5" is not a server' in message
+    assert "fix: name one of web1, web2, web3, web4 (its entity's servers)" in message

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hairline.errors import LoadBalancerError
+from hairline.errors import LoadBalancerError, LoadBalancerGone
 from hairline.kraken.fleet import LocalFleet
 from hairline.lb.balancer import MAX_WEIGHT, share_of, weights_for_share
 from hairline.lb.haproxy import HAProxyRuntime
@@ -93,6 +93,20 @@ def test_an_unreachable_socket_names_itself_and_the_lb_field(tmp_path: Path) -> 
         HAProxyRuntime(missing, "web").weights()
     assert str(missing) in caught.value.message
     assert caught.value.hint is not None and "level admin" in caught.value.hint
+
+
+def test_a_socket_nothing_listens_on_is_a_balancer_gone(tmp_path: Path) -> None:
+    """A killed HAProxy leaves its socket file, which then refuses connections: the
+    watchdog gives up on it at once (kraken/watchdog.py), as on a missing file."""
+    import socket
+
+    path = tmp_path / "admin.sock"
+    with pytest.raises(LoadBalancerGone):
+        HAProxyRuntime(path, "web").weights()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as left_behind:
+        left_behind.bind(str(path))  # bound, never listening: as after a SIGKILL
+        with pytest.raises(LoadBalancerGone, match="Connection refused"):
+            HAProxyRuntime(path, "web").set_weights({"web1": 1})
 
 
 def test_the_rest_keeps_its_own_proportions() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hairline.errors import LoadBalancerError
+from hairline.errors import LoadBalancerError, LoadBalancerGone
 from hairline.kraken.fleet import FleetSpec, LocalFleet
 from hairline.lb.balancer import LbSpec
 from hairline.lb.factory import open_balancer
@@ -95,6 +95,29 @@ def test_the_factory_builds_each_kind_and_names_a_missing_field() -> None:
         open_balancer(LbSpec("nginx", "web", config=Path("/etc/nginx/nginx.conf")))
     with pytest.raises(LoadBalancerError, match=r"\[lb\] socket is missing"):
         open_balancer(LbSpec("haproxy", "web"))
+
+
+def test_an_nginx_that_is_gone_says_so(tmp_path: Path) -> None:
+    """The watchdog stops retrying a balancer that is gone (kraken/watchdog.py): a master
+    pid that no longer runs (nginx killed leaves its pid file), or no pid file at all."""
+    import subprocess
+
+    upstream = tmp_path / "upstream.conf"
+    upstream.write_text(UPSTREAM)
+    config = tmp_path / "nginx.conf"
+    config.write_text(f"pid {tmp_path / 'nginx.pid'};\nhttp {{ include {upstream}; }}\n")
+    nginx = NginxUpstream(config, upstream, "web")
+    with pytest.raises(LoadBalancerGone, match="cannot read nginx's master pid"):
+        nginx.set_weights({"web1": 3})
+    assert upstream.read_text() == UPSTREAM  # put back as it was
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / "nginx.pid").write_text(f"{dead.pid}\n")
+    with pytest.raises(LoadBalancerGone, match=f"master \\(pid {dead.pid}.*is not running"):
+        nginx.set_weights({"web1": 3})
+    upstream.unlink()
+    with pytest.raises(LoadBalancerGone, match="cannot read nginx's upstream file"):
+        nginx.weights()
 
 
 # --- a real nginx in front of two sample services and the rest ------------------------------

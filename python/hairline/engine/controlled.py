@@ -24,6 +24,7 @@ from hairline.engine.run import (
     with_summary,
 )
 from hairline.errors import ConfigError, EngineError
+from hairline.kit import interrupts
 from hairline.kit.procs import child_setup, stop_process
 
 _DONE = object()
@@ -41,12 +42,25 @@ class ControlledLoad:
                 load.set_rate(interval.rate_per_s * 1.1)
         result = load.result
 
-    A plan with ``duration_s=0`` runs until :meth:`stop`.
+    A plan with ``duration_s=0`` runs until :meth:`stop`. ``folder``: where its temporary
+    folder goes (a folder its caller's janitor removes, default the system's). With
+    ``own_session`` the engine is out of the caller's process group, so that Ctrl-C in the
+    terminal reaches only the caller, which stops the engine when it is ready to (Kraken
+    puts the weights back first); it still dies with the caller.
     """
 
-    def __init__(self, plan: LoadPlan, *, engine: Path | None = None) -> None:
+    def __init__(
+        self,
+        plan: LoadPlan,
+        *,
+        engine: Path | None = None,
+        folder: Path | None = None,
+        own_session: bool = False,
+    ) -> None:
         self._plan = plan
         self._engine = engine
+        self._folder = folder
+        self._own_session = own_session
         self._proc: subprocess.Popen[str] | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._summary_path: Path | None = None
@@ -57,7 +71,7 @@ class ControlledLoad:
 
     def __enter__(self) -> ControlledLoad:
         binary = self._engine or find_engine()
-        self._tmp = tempfile.TemporaryDirectory(prefix="hairline-control-")
+        self._tmp = tempfile.TemporaryDirectory(prefix="hairline-control-", dir=self._folder)
         self._summary_path = self._plan.summary_path or Path(self._tmp.name) / "summary.json"
         args = with_summary(self._plan, self._summary_path).to_args(control=True)
         self._stderr = tempfile.TemporaryFile(mode="w+")
@@ -71,6 +85,7 @@ class ControlledLoad:
                 bufsize=1,
                 # With duration 0 it runs until told to stop: it must die with its parent.
                 preexec_fn=child_setup(),
+                start_new_session=self._own_session,
             )
         except OSError as err:
             self._close()
@@ -85,12 +100,14 @@ class ControlledLoad:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc_type is not None:
-            self._kill()
-            self._close()
-            return
-        if self._result is None:
-            self.stop()
+        # Stopped whole even if a second Ctrl-C comes meanwhile (it is remembered).
+        with interrupts.deferred():
+            if exc_type is not None:
+                self._kill()
+                self._close()
+                return
+            if self._result is None:
+                self.stop()
 
     def _read_stdout(self) -> None:
         proc = self._proc

@@ -7,7 +7,9 @@ engine's interval, and evaluates every health metric; each control interval it l
 over their windows (:func:`~hairline.kraken.health.level_of`), asks
 :func:`~hairline.kraken.control.decide` and sets the weights. A watchdog process holds the
 original weights from before the first change; the controller puts them back itself on
-every path (a stop, a fault, SIGINT/SIGTERM) and only then tells the watchdog ``done``.
+every path (a stop, a fault, SIGINT/SIGTERM) and only then tells the watchdog ``done``. The
+putting back runs whole whatever signal comes meanwhile (kit/interrupts.deferred): a second
+Ctrl-C is remembered, and the next phase ends at its first sample.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Literal
 from hairline.collect.prometheus import parse_text
 from hairline.engine import ControlledLoad, IntervalStats
 from hairline.errors import HairlineError, LoadBalancerError
+from hairline.kit import interrupts
 from hairline.kraken.control import Assessment, ControlState, Decision, Policy, decide
 from hairline.kraken.health import HealthMetric, Level, level_of
 from hairline.kraken.promql import evaluate
@@ -135,14 +138,15 @@ class Controller:
             except HairlineError as err:
                 run.abort(f"fault: {err.message}")
             finally:
-                try:
-                    self.lb.set_weights(original)
-                except HairlineError as err:
-                    # The watchdog tries again for a while when its pipe closes below.
-                    run.notes.append(f"restoring the weights failed: {err.message}")
-                else:
-                    run.restored = True
-                    dog.done()
+                with interrupts.deferred():
+                    try:
+                        self.lb.set_weights(original)
+                    except HairlineError as err:
+                        # The watchdog tries again for a while when its pipe closes below.
+                        run.notes.append(f"restoring the weights failed: {err.message}")
+                    else:
+                        run.restored = True
+                        dog.done()
         return run.result()
 
 
@@ -198,6 +202,9 @@ class _Run:
         window: list[TestSample] = []
         timeout_s = 5 * spec.sample_interval_s + 5.0
         for interval in ctl.load.intervals(timeout_s=timeout_s):
+            # A Ctrl-C Python dropped where it landed, or one that came while the weights
+            # of the phase before went back, ends the phase here.
+            interrupts.raise_if_interrupted()
             now = ctl.clock()
             sample = self.sample(interval, store, scrapes, now, t0)
             self.samples.append(sample)

@@ -5,7 +5,9 @@ balancer (``[lb]``), the users' steady traffic (``[traffic]``) and the health fi
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,6 +18,7 @@ from hairline.config.sections import TomlModel
 from hairline.config.tomlcheck import Problems, Report, read_toml
 from hairline.kraken.control import Policy
 from hairline.kraken.health import HealthMetric, Level, check_health_file
+from hairline.kraken.querycheck import several_values, unknown_instances
 
 __all__ = [
     "KrakenFile",
@@ -23,6 +26,7 @@ __all__ = [
     "LbTable",
     "TestTable",
     "TrafficTable",
+    "check_servers",
     "load_kraken_file",
 ]
 
@@ -215,9 +219,27 @@ def _check_health(
     health: tuple[HealthMetric, ...], test: TestTable, name: str, path: Path, problems: Problems
 ) -> None:
     """The health metrics' rules that depend on the test: servers named, windows long
-    enough to hold a sample."""
+    enough to hold a sample, keys that come to one value over the servers they read and name
+    no other server in an `instance` matcher."""
     text = path.read_text()
     for metric in health:
+        # The servers whose series the key reads; a server test leaves the cluster's metrics
+        # out (docs/kraken.md, "What a run does"), and the engine's have no key to read.
+        read = (
+            (metric.server,)
+            if metric.server is not None
+            else test.servers
+            if metric.entity == "cluster" and test.kind == "cluster"
+            else ()
+        )
+        if metric.query is not None and read:
+            problem = several_values(metric.query, len(read))
+            if problem is not None:
+                problems.at(path, text, ("metric", metric.name, "key"), *problem)
+            for name in unknown_instances(metric.query, read):
+                problems.at(path, text, ("metric", metric.name, "key"),
+                            f'instance="{name}" is not a server it reads: no data, ever',
+                            f"name one of {', '.join(read)} (its entity's servers)")  # fmt: skip
         if metric.server is not None and metric.server not in test.servers:
             problems.at(
                 path,
@@ -236,6 +258,24 @@ def _check_health(
                 "its window would hold no samples",
                 f"make it at least {test.sample_interval_s:g} s",
             )
+
+
+def check_servers(path: Path, servers: Sequence[str], present: Collection[str], lb: str) -> None:
+    """``[test] servers`` against the servers the load balancer ``lb`` has (read before the
+    run starts, so that a name it lacks is a file mistake with its line and fix, not an
+    abort mid-run); a :class:`ConfigError` if one is missing."""
+    missing = [s for s in servers if s not in present]
+    if not missing:
+        return
+    problems = Problems()
+    text = path.read_text()
+    names = sorted(present)
+    for server in missing:
+        close = difflib.get_close_matches(server, names, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        problems.at(path, text, ("test", "servers"), f"{server!r} is not a server of {lb}",
+                    f"{guess}its servers are {', '.join(names)}")  # fmt: skip
+    problems.raise_if_any(path, "name the backend's servers in [test] servers")
 
 
 #: ``[lb]``'s paths, by the kind of load balancer they belong to.

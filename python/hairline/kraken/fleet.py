@@ -10,7 +10,9 @@ per-server capacity, as Kraken's clusters did (Figure 8). The services sleep the
 beside the engine on a 2-CPU machine.
 
 Every process is started with :func:`hairline.kit.procs.child_setup` (killed with its parent)
-and stopped when the ``with`` block ends, on every path.
+in a session of its own (Ctrl-C in the terminal reaches ``hairline kraken`` alone, which puts
+the weights back before it stops the fleet) and stopped when the ``with`` block ends, on
+every path.
 """
 
 from __future__ import annotations
@@ -97,6 +99,9 @@ class LocalFleet(FolderOfChildren):
     haproxy: Path = HAPROXY
     nginx: Path = NGINX
     backend: str = "web"
+    #: Where its temporary folder goes (``hairline kraken``: the run's, which its janitor
+    #: removes even after a SIGKILL); None: the system's temporary folder.
+    tmp_dir: Path | None = None
     folder: Path = field(init=False, default=Path())
     frontend_url: str = field(init=False, default="")
     addresses: dict[str, str] = field(init=False, default_factory=dict)
@@ -175,9 +180,11 @@ class LocalFleet(FolderOfChildren):
         if self.lb == "nginx":
             self.upstream_file.write_text(self._nginx_upstream())
             config = nginx_config(self.folder, port, self.upstream_file, self.backend)
-            proc = start_nginx(self.nginx, self.folder, config, port)
+            proc = start_nginx(self.nginx, self.folder, config, port, own_session=True)
         else:
-            proc = start_haproxy(self.haproxy, self.folder, self._haproxy_config(port), port)
+            proc = start_haproxy(
+                self.haproxy, self.folder, self._haproxy_config(port), port, own_session=True
+            )
         self._children.append(Child(self.lb, proc, f"127.0.0.1:{port}"))
         self.frontend_url = f"http://127.0.0.1:{port}"
 
@@ -212,7 +219,7 @@ backend {self.backend}
         log = (self.folder / f"{name}.log").open("w")
         proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True,
-            preexec_fn=child_setup(),
+            preexec_fn=child_setup(), start_new_session=True,
         )  # fmt: skip
         log.close()
         child = Child(name, proc)

@@ -3,8 +3,8 @@ one self-contained HTML file with SVG plots: the share and load over time, each 
 metric against its level bands, the latency breakdown over load (Figure 8b) and measured
 against theoretical capacity (Figure 8a).
 
-The HTML follows the lab report's look (report/html) but draws its own charts: that
-package reads the lab's analysis, which ``capacity`` does not import.
+The HTML follows the lab report's look (report/html) but draws its own charts
+(kraken/charts.py): that package's are made for the lab's analysis.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from rich.table import Table
 from typing_extensions import TypedDict
 
 from hairline.kit.jsonout import documented, to_jsonable, write_json
+from hairline.kraken.charts import Points, line_chart
 from hairline.kraken.results import (
     COMPONENTS,
     SERVICE_COMPONENTS,
@@ -113,8 +114,7 @@ def result_json(result: KrakenResult) -> dict[str, Any]:
         "fraction_of_theoretical": result.fraction_of_theoretical,
         "queue_limit_ms": result.queue_limit_ms,
         "bottleneck": None if bottleneck is None else bottleneck.component,
-        "weights_restored": test.restored
-        and (result.server_test is None or result.server_test.restored),
+        "weights_restored": result.restored,
         "notes": [*result.notes, *test.notes],
         "test": test,
         "server_test": result.server_test,
@@ -149,7 +149,7 @@ def print_summary(result: KrakenResult, console: Console) -> None:
         table.add_row("per-server capacity (mean)", f"{_n(result.measured_capacity_per_s)} req/s")
     if test.bottleneck is not None:
         table.add_row("bottleneck", bottleneck_text(test.bottleneck))
-    table.add_row("weights restored", "yes" if test.restored else "NO (the watchdog acts)")
+    table.add_row("weights restored", "yes" if result.restored else "NO (the watchdog acts)")
     console.print(table)
     for note in (*result.notes, *test.notes):
         console.print(f"  note: {note}")
@@ -173,97 +173,6 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-Points = Sequence[tuple[float, float]]
-
-
-def _chart(
-    title: str,
-    series: Sequence[tuple[str, str, Points]],
-    *,
-    x_label: str,
-    y_label: str,
-    bands: Sequence[tuple[float, float, str, str]] = (),
-    y_max: float | None = None,
-    dashed: frozenset[str] = frozenset(),
-) -> str:
-    """A line chart: ``series`` are (name, colour, points); ``bands`` (low, high, colour,
-    label) are shaded behind them across the whole width."""
-    width, height, left, right, top, bottom = 720, 260, 60, 130, 24, 40
-    xs = [x for _, _, pts in series for x, _ in pts] or [0.0, 1.0]
-    ys = [y for _, _, pts in series for _, y in pts if math.isfinite(y)] or [0.0, 1.0]
-    x0, x1 = min(xs), max(xs)
-    y1 = y_max if y_max is not None else max(ys) * 1.1
-    x1, y1 = (x1 if x1 > x0 else x0 + 1.0), (y1 if y1 > 0 else 1.0)
-
-    def px(x: float) -> float:
-        return left + (x - x0) / (x1 - x0) * (width - left - right)
-
-    def py(y: float) -> float:
-        return top + (1 - min(max(y, 0.0), y1) / y1) * (height - top - bottom)
-
-    body = [f'<text x="{left}" y="14" class="t">{_e(title)}</text>']
-    for low, high, colour, label in bands:
-        if low >= y1:
-            continue
-        ya, yb = py(min(high, y1)), py(low)
-        body.append(
-            f'<rect x="{left}" y="{ya:.1f}" width="{width - left - right}" '
-            f'height="{max(yb - ya, 0):.1f}" fill="{colour}"/>'
-            f'<text x="{width - right + 4}" y="{(ya + yb) / 2 + 4:.1f}" '
-            f'class="s">{_e(label)}</text>'
-        )
-    for i in range(5):
-        y = y1 * i / 4
-        body.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{py(y):.1f}" y2="{py(y):.1f}" '
-            f'class="g"/><text x="{left - 4}" y="{py(y) + 4:.1f}" class="s" '
-            f'text-anchor="end">{_tick(y)}</text>'
-        )
-        x = x0 + (x1 - x0) * i / 4
-        body.append(
-            f'<text x="{px(x):.1f}" y="{height - bottom + 16}" class="s" '
-            f'text-anchor="middle">{_tick(x)}</text>'
-        )
-    body.append(
-        f'<text x="{(left + width - right) / 2}" y="{height - 6}" class="s" '
-        f'text-anchor="middle">{_e(x_label)}</text>'
-        f'<text x="12" y="{(top + height - bottom) / 2}" class="s" text-anchor="middle" '
-        f'transform="rotate(-90 12 {(top + height - bottom) / 2})">{_e(y_label)}</text>'
-    )
-    for k, (name, colour, pts) in enumerate(series):
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts if math.isfinite(y))
-        dash = ' stroke-dasharray="6 4"' if name in dashed else ""
-        body.append(
-            f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
-        )
-        for x, y in pts if len(pts) <= 60 else ():
-            if math.isfinite(y):
-                body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill="{colour}"/>')
-        ly = top + 14 * k + 8
-        body.append(
-            f'<line x1="{width - right + 60}" x2="{width - right + 74}" y1="{ly}" y2="{ly}" '
-            f'stroke="{colour}" stroke-width="2"/>'
-            f'<text x="{width - right + 78}" y="{ly + 4}" class="s">{_e(name)}</text>'
-            if not bands
-            else f'<text x="{left + 8 + 110 * k}" y="{top + 12}" class="s" '
-            f'fill="{colour}">{_e(name)}</text>'
-        )
-    return (
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_e(title)}">' + "".join(body) + "</svg>"
-    )
-
-
-def _tick(x: float) -> str:
-    if x == 0:
-        return "0"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    if abs(x) >= 1:
-        return f"{x:.3g}"
-    return f"{x:.2g}"
-
-
 def _phase_charts(phase: PhaseResult, result: KrakenResult, name: str) -> list[str]:
     samples, steps = phase.samples, phase.steps
     out = [f"<h2>{_e(name)}: servers {_e(', '.join(phase.servers))}</h2>"]
@@ -273,7 +182,7 @@ def _phase_charts(phase: PhaseResult, result: KrakenResult, name: str) -> list[s
     )
     share = [(s.t_s, 100 * s.share) for s in samples]
     out.append(
-        _chart(
+        line_chart(
             "Share of the users' traffic on the system under test",
             [("share %", "#2563eb", share)],
             x_label="seconds",
@@ -284,7 +193,7 @@ def _phase_charts(phase: PhaseResult, result: KrakenResult, name: str) -> list[s
     served = [(s.t_s, s.served_per_s) for s in samples if s.served_per_s is not None]
     offered = [(s.t_s, s.share * s.user_rate_per_s) for s in samples]
     out.append(
-        _chart(
+        line_chart(
             "Load on the system under test",
             [("offered", "#9ca3af", offered), ("served", "#16a34a", served)],
             x_label="seconds",
@@ -297,7 +206,7 @@ def _phase_charts(phase: PhaseResult, result: KrakenResult, name: str) -> list[s
         top = max([v for _, v in values] + [ranges[3][0]]) * 1.15 if ranges else None
         bands = [(lo, hi, _LEVEL_COLOURS[i], _LEVELS[i]) for i, (lo, hi) in enumerate(ranges)]
         out.append(
-            _chart(
+            line_chart(
                 f"Health metric {metric}",
                 [(metric, "#111827", values)],
                 x_label="seconds",
@@ -317,7 +226,7 @@ def _phase_charts(phase: PhaseResult, result: KrakenResult, name: str) -> list[s
             )
             series.append((c, _COMPONENT_COLOURS[c], pts))
         out.append(
-            _chart(
+            line_chart(
                 "Latency breakdown over load (share of the servers' latency)",
                 series,
                 x_label="load on the system under test (requests/s)",
@@ -339,7 +248,7 @@ def _capacity_chart(result: KrakenResult) -> str:
         series.append(
             ("theoretical", "#6b7280", [(0.0, 0.0), (theoretical, theoretical), (top, theoretical)])
         )
-    return _chart("Measured against theoretical capacity", series,
+    return line_chart("Measured against theoretical capacity", series,
                   x_label="offered load (requests/s)", y_label="served (requests/s)",
                   dashed=frozenset({"theoretical"}))  # fmt: skip
 

@@ -296,6 +296,11 @@ class KrakenResult:
         return self.test.aborted or (self.server_test is not None and self.server_test.aborted)
 
     @property
+    def restored(self) -> bool:
+        """Whether every test put the original weights back."""
+        return self.test.restored and (self.server_test is None or self.server_test.restored)
+
+    @property
     def found(self) -> bool:
         """Finished, with a capacity: the command's exit status 0."""
         return not self.aborted and self.measured_capacity_per_s is not None

@@ -9,8 +9,8 @@ times the servers under test (Kraken 3.4); then it shifts traffic to the cluster
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,9 +18,10 @@ from typing import Literal
 
 from hairline.engine import ControlledLoad, LoadPlan, find_engine
 from hairline.errors import ConfigError, EngineError
+from hairline.kit.janitor import OwnedFolder
 from hairline.kraken.control import Policy
 from hairline.kraken.controller import Controller, PhaseSpec
-from hairline.kraken.file import KrakenTest
+from hairline.kraken.file import KrakenTest, check_servers
 from hairline.kraken.fleet import LocalFleet
 from hairline.kraken.health import HealthMetric
 from hairline.kraken.promql import parse
@@ -203,9 +204,12 @@ def run_kraken(
     engine: Path | None = None,
     on_step: Callable[[str, Step], None] = lambda phase, step: None,
     watchdog_log: Path | None = None,
+    folder: Path | None = None,
 ) -> KrakenResult:
     """Run the plan's test (and the server test before a cluster test without a
-    per-server capacity); the weights are back as they were when this returns or raises."""
+    per-server capacity); the weights are back as they were when this returns or raises.
+    Temporary files (the users' trace, the engine's) go in ``folder``, or in a folder of
+    its own that a janitor removes even if this process is killed (kit/janitor.py)."""
     if fleet is not None:
         plan = replace(plan, lb=fleet.lb_spec, url=plan.url or fleet.frontend_url)
     if not plan.url:
@@ -214,11 +218,15 @@ def run_kraken(
             hint='write the load balancer\'s frontend, url = "http://127.0.0.1:8080", '
             "or run with --local-fleet N",
         )
-    addresses = fleet.addresses if fleet is not None else open_balancer(plan.lb).addresses()
+    balancer = open_balancer(plan.lb)
+    # Before anything starts: a server the balancer lacks is a mistake in the file.
+    check_servers(plan.file, plan.servers, balancer.weights(), balancer.describe())
+    addresses = fleet.addresses if fleet is not None else balancer.addresses()
     metrics_urls = {name: f"http://{address}/metrics" for name, address in addresses.items()}
     binary = engine or find_engine()
-    with tempfile.TemporaryDirectory(prefix="hairline-kraken-") as tmp:
-        trace = plan.trace or _sample_trace(Path(tmp), binary)
+    with contextlib.ExitStack() as stack:
+        tmp = folder or stack.enter_context(OwnedFolder("hairline-kraken-"))
+        trace = plan.trace or _sample_trace(tmp, binary)
         load_plan = LoadPlan(
             targets=(("users", plan.url),),
             duration_s=0,
@@ -229,7 +237,8 @@ def run_kraken(
             timeout_ms=5000,
             spin_us=0,
         )
-        with ControlledLoad(load_plan, engine=binary) as load:
+        # The engine out of our process group: Ctrl-C is ours to act on, weights first.
+        with ControlledLoad(load_plan, engine=binary, folder=tmp, own_session=True) as load:
             controller = Controller(plan.lb, metrics_urls, load, watchdog_log=watchdog_log)
             server_test = None
             per_server = plan.per_server_capacity_per_s

@@ -7,7 +7,10 @@ holds the write end of its stdin and writes one line per sample: ``beat``, or ``
 it has restored the weights itself. The watchdog restores the weights it was given when its
 stdin closes without ``done`` (the controller died) or when no line came for ``--silence-s``
 (the controller hangs), then exits; the controller finds its pipe broken at its next beat and
-aborts. Everything it does is logged, one line per event.
+aborts. A load balancer that does not answer is tried again for ``RESTORE_TRIES_S``; one
+that is gone (nothing listens on HAProxy's socket, nginx's master is not running: a local
+fleet dies with its controller) for ``GONE_GRACE_S`` only, since there are no weights left
+to restore. Everything it does is logged, one line per event.
 
 :class:`Watchdog` is the controller's side.
 """
@@ -28,14 +31,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from hairline.errors import LoadBalancerError
+from hairline.errors import LoadBalancerError, LoadBalancerGone
+from hairline.kit import interrupts
 from hairline.lb.balancer import LbSpec, LoadBalancer
 from hairline.lb.factory import open_balancer
 
-__all__ = ["RESTORE_TRIES_S", "Watchdog", "main"]
+__all__ = ["GONE_GRACE_S", "RESTORE_TRIES_S", "Watchdog", "main"]
 
 #: How long the watchdog keeps trying to restore the weights on an LB that does not answer.
 RESTORE_TRIES_S = 30.0
+#: How long a load balancer may be gone (a restart rebinding its socket) before the watchdog
+#: leaves: it retried a dead fleet's socket for 30 s (issue 31).
+GONE_GRACE_S = 2.0
 _READY = "ready"
 
 
@@ -116,15 +123,16 @@ class Watchdog:
         # caller's "restored" is true when this returns.
         if self._proc is None:
             return
-        with contextlib.suppress(OSError):
-            if self._proc.stdin is not None:
-                self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=RESTORE_TRIES_S + 5)
-        except subprocess.TimeoutExpired:
-            self._kill()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+        with interrupts.deferred():
+            with contextlib.suppress(OSError):
+                if self._proc.stdin is not None:
+                    self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=RESTORE_TRIES_S + 5)
+            except subprocess.TimeoutExpired:
+                self._kill()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
 
     def _send(self, word: str) -> None:
         proc = self._proc
@@ -164,10 +172,20 @@ def _log(out: IO[str], message: str) -> None:
 
 def _restore(lb: LoadBalancer, original: Mapping[str, int], out: IO[str]) -> bool:
     deadline = time.monotonic() + RESTORE_TRIES_S
+    gone_since: float | None = None
     while True:
         try:
             lb.set_weights(original)
+        except LoadBalancerGone as err:
+            now = time.monotonic()
+            gone_since = now if gone_since is None else gone_since
+            if now - gone_since >= GONE_GRACE_S:
+                _log(out, f"{lb.describe()} is gone ({err.message}): no weights to restore")
+                return False
+            time.sleep(0.2)
+            continue
         except LoadBalancerError as err:
+            gone_since = None
             if time.monotonic() > deadline:
                 _log(out, f"gave up restoring the weights on {lb.describe()}: {err.message}")
                 return False

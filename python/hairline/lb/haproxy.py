@@ -10,7 +10,7 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from hairline.errors import LoadBalancerError
+from hairline.errors import LoadBalancerError, LoadBalancerGone
 from hairline.lb.balancer import MAX_WEIGHT
 
 __all__ = ["HAProxyRuntime", "runtime_command", "stat_rows"]
@@ -109,7 +109,9 @@ def runtime_command(socket_path: Path, line: str, *, timeout_s: float = 2.0) -> 
             while chunk := conn.recv(65536):
                 chunks.append(chunk)
     except OSError as err:
-        raise LoadBalancerError(
+        # No socket file, or nothing listening on it (a killed HAProxy leaves the file).
+        gone = isinstance(err, FileNotFoundError | ConnectionRefusedError)
+        raise (LoadBalancerGone if gone else LoadBalancerError)(
             f"cannot reach HAProxy's admin socket {socket_path}: {err}",
             hint=(
                 "check that HAProxy runs and that its config has "

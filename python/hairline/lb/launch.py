@@ -5,7 +5,10 @@ base class of a fleet of children behind one (Kraken's ``--local-fleet``, semant
 routing's fleet).
 
 Every process is started with :func:`hairline.kit.procs.child_setup` (killed with its
-parent) and stopped when the ``with`` block ends, on every path.
+parent), with ``own_session`` in a session of its own (Ctrl-C in the terminal then reaches
+only the parent, which stops them when it is done with them: Kraken puts the weights back
+first), and stopped when the ``with`` block ends, on every path, whatever signal comes
+meanwhile.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from types import TracebackType
 from typing import Self
 
 from hairline.errors import HairlineError
+from hairline.kit import interrupts
 from hairline.kit.ports import free_port
 from hairline.kit.procs import child_setup, stop_process
 
@@ -51,18 +55,20 @@ class Child:
 
 class FolderOfChildren(abc.ABC):
     """What a loopback fleet shares: its balancer required (HAProxy unless ``_require``
-    says otherwise), a temporary folder for its configs,
-    sockets and logs, children started on ``with`` entry and stopped on every path out. A
-    subclass starts them in :meth:`_start_all` and stops them in :meth:`_stop_children`."""
+    says otherwise), a temporary folder for its configs, sockets and logs (in ``tmp_dir``
+    if set: a folder a janitor removes, kit/janitor.py), children started on ``with`` entry
+    and stopped on every path out. A subclass starts them in :meth:`_start_all` and stops
+    them in :meth:`_stop_children`."""
 
     haproxy: Path
     folder: Path
     _tmp: tempfile.TemporaryDirectory[str] | None
     _folder_prefix = "hairline-fleet-"
+    tmp_dir: Path | None = None
 
     def __enter__(self) -> Self:
         self._require()
-        self._tmp = tempfile.TemporaryDirectory(prefix=self._folder_prefix)
+        self._tmp = tempfile.TemporaryDirectory(prefix=self._folder_prefix, dir=self.tmp_dir)
         self.folder = Path(self._tmp.name)
         try:
             self._start_all()
@@ -92,10 +98,11 @@ class FolderOfChildren(abc.ABC):
         """Stop every child started so far; called on every path out."""
 
     def _stop_all(self) -> None:
-        self._stop_children()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        with interrupts.deferred():
+            self._stop_children()
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
 
 
 def require_haproxy(haproxy: Path) -> None:
@@ -135,7 +142,9 @@ frontend users
 """
 
 
-def start_haproxy(haproxy: Path, folder: Path, config: str, port: int) -> subprocess.Popen[str]:
+def start_haproxy(
+    haproxy: Path, folder: Path, config: str, port: int, *, own_session: bool = False
+) -> subprocess.Popen[str]:
     """Write ``config`` to ``folder/haproxy.cfg``, start HAProxy in the foreground on it
     (killed with its parent; its log in ``folder/haproxy.log``) and wait until its admin
     socket ``folder/admin.sock`` exists and ``127.0.0.1:port`` accepts connections."""
@@ -143,7 +152,7 @@ def start_haproxy(haproxy: Path, folder: Path, config: str, port: int) -> subpro
     path.write_text(config)
     return _start(
         "HAProxy", [str(haproxy), "-db", "-f", str(path)], folder / "haproxy.log",
-        folder / "admin.sock", port, check=f"{haproxy} -c -f {path}",
+        folder / "admin.sock", port, check=f"{haproxy} -c -f {path}", own_session=own_session,
     )  # fmt: skip
 
 
@@ -179,7 +188,9 @@ http {{
 """
 
 
-def start_nginx(nginx: Path, folder: Path, config: str, port: int) -> subprocess.Popen[str]:
+def start_nginx(
+    nginx: Path, folder: Path, config: str, port: int, *, own_session: bool = False
+) -> subprocess.Popen[str]:
     """Write ``config`` to ``folder/nginx.conf`` (from :func:`nginx_config`), start nginx's
     master in the foreground on it (killed with its parent; its output in
     ``folder/nginx.out``) and wait until its pid file exists and ``127.0.0.1:port``
@@ -189,19 +200,26 @@ def start_nginx(nginx: Path, folder: Path, config: str, port: int) -> subprocess
     (folder / "nginx-tmp").mkdir(exist_ok=True)
     return _start(
         "nginx", [str(nginx), "-c", str(path)], folder / "nginx.out", folder / "nginx.pid",
-        port, check=f"{nginx} -t -c {path}",
+        port, check=f"{nginx} -t -c {path}", own_session=own_session,
     )  # fmt: skip
 
 
 def _start(
-    name: str, command: list[str], log_path: Path, ready_file: Path, port: int, *, check: str
+    name: str,
+    command: list[str],
+    log_path: Path,
+    ready_file: Path,
+    port: int,
+    *,
+    check: str,
+    own_session: bool,
 ) -> subprocess.Popen[str]:
     """Start a balancer in the foreground (its output in ``log_path``, in its folder) and
     wait until ``ready_file`` exists and ``127.0.0.1:port`` accepts connections."""
     log = log_path.open("w")
     proc = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=child_setup(), cwd=log_path.parent,
+        preexec_fn=child_setup(), cwd=log_path.parent, start_new_session=own_session,
     )  # fmt: skip
     log.close()
     deadline = time.monotonic() + _START_TIMEOUT_S

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hairline.errors import LoadBalancerError
+from hairline.errors import LoadBalancerError, LoadBalancerGone
 from hairline.kit.atomic import atomic_path
 
 __all__ = [
@@ -253,6 +253,11 @@ class NginxUpstream:
         master), and wait until the master has started new workers: they serve the new
         weights; the old ones finish their requests and leave."""
         pid = self._master_pid()
+        if not Path(f"/proc/{pid}").exists():
+            raise LoadBalancerGone(
+                f"nginx's master (pid {pid}, from its pid file) is not running",
+                hint=f"start nginx with -c {self.config}",
+            )
         workers = _children(pid)
         try:
             done = subprocess.run(
@@ -298,7 +303,7 @@ class NginxUpstream:
         try:
             return self.upstream_file.read_text()
         except OSError as err:
-            raise LoadBalancerError(
+            raise (LoadBalancerGone if isinstance(err, FileNotFoundError) else LoadBalancerError)(
                 f"cannot read nginx's upstream file {self.upstream_file}: {err.strerror}",
                 hint="[lb] upstream_file names the file holding the upstream block, "
                 "which the main configuration includes",
@@ -326,7 +331,9 @@ class NginxUpstream:
         try:
             return int(pid_file.read_text().split()[0])
         except (OSError, ValueError, IndexError) as err:
-            raise LoadBalancerError(
+            # nginx removes its pid file when it exits.
+            gone = isinstance(err, FileNotFoundError)
+            raise (LoadBalancerGone if gone else LoadBalancerError)(
                 f"cannot read nginx's master pid from {pid_file}: {err}",
                 hint=f"check that nginx runs with -c {self.config} (its `pid` directive "
                 "names this file)",
