@@ -14,8 +14,8 @@ use std::mem;
 use std::os::fd::RawFd;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Asks the kernel to timestamp the socket's received data. False when it refuses.
-pub fn enable(fd: RawFd) -> bool {
+/// Asks the kernel to timestamp the socket's received data; its refusal as the OS error.
+pub fn enable(fd: RawFd) -> io::Result<()> {
     let on: libc::c_int = 1;
     // SAFETY: the option value is a c_int that lives across the call, with its size given.
     let rc = unsafe {
@@ -27,7 +27,11 @@ pub fn enable(fd: RawFd) -> bool {
             mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    rc == 0
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Now, in nanoseconds since the Unix epoch (the kernel's timestamps are on this clock).
@@ -130,7 +134,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
-        assert!(enable(server.as_raw_fd()));
+        enable(server.as_raw_fd()).unwrap();
         // The first socket on a machine to ask for stamps switches the kernel's stamping on
         // through deferred work, so the first segments after it may go unstamped: a fresh
         // CI machine showed it. Later rounds are stamped.
@@ -182,7 +186,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
-        assert!(enable(server.as_raw_fd()));
+        enable(server.as_raw_fd()).unwrap();
         // As above: the first segments after stamping is switched on may go unstamped.
         for _round in 0..5 {
             client.write_all(b"x").unwrap();

@@ -170,13 +170,12 @@ pub(super) const WAKER: Token = Token(usize::MAX);
 /// them all.
 fn enable_stamps(stream: &TcpStream) {
     static REFUSED: Once = Once::new();
-    if !recv_stamp::enable(stream.as_raw_fd()) {
+    if let Err(e) = recv_stamp::enable(stream.as_raw_fd()) {
         REFUSED.call_once(|| {
             eprintln!(
-                "hairline-engine sample-service: the kernel refused SO_TIMESTAMPNS ({}); queue \
+                "hairline-engine sample-service: the kernel refused SO_TIMESTAMPNS ({e}); queue \
                  times start at the read and the requests are counted in \
-                 sample_queue_unstamped_total",
-                io::Error::last_os_error()
+                 sample_queue_unstamped_total"
             );
         });
     }
