@@ -173,17 +173,9 @@ def test_every_api_request_is_timed_in_queue_and_work(sample_service: StartSampl
     assert buckets == sorted(buckets), "buckets are cumulative"
 
 
-def test_queue_time_counts_the_wait_in_the_socket_buffer(
-    sample_service: StartSampleService, engine_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """False failure: under 1e-3: the queue is set by the 32 connections, not by noise (a request
-    waits for about 31 ahead of it: 45 ms against 1.5 ms of work, docs/engine.md), three times the
-    bound of 10; it falls only if the engine cannot offer 750/s, and the work's 50% tolerance is far
-    above a sleep's late wake-up."""
-    monkeypatch.setenv("HAIRLINE_ENGINE", str(engine_path))
-    # One worker, ~2 ms a request: capacity ~500/s, offered 750/s over 32 connections. The
-    # requests wait in the kernel's buffers of connections the worker is not reading yet.
-    svc = sample_service("--threads", "1", "--work", "sleep", "--regress-cpu", "40")
+def overloaded_queue_and_work_s(svc: SampleService) -> tuple[dict[str, float], float, float]:
+    """/metrics after 1 s of 1.5x the capacity of a one-worker service that sleeps ~2 ms a
+    request (~500/s), over 32 connections, and its mean queue and work times."""
     units = json.loads(svc.get("/api/profile?user=1")[1])["work_units"]
     capacity_per_s = 1e6 / units
     run_load(
@@ -197,10 +189,47 @@ def test_queue_time_counts_the_wait_in_the_socket_buffer(
         )
     )
     metrics = svc.metrics()
-    queue_s = histogram_mean_s(metrics, "sample_queue_seconds")
     work_s = histogram_mean_s(metrics, "sample_work_seconds")
     assert work_s == pytest.approx(units * 1e-6, rel=0.5)
+    return metrics, histogram_mean_s(metrics, "sample_queue_seconds"), work_s
+
+
+def test_queue_time_counts_the_wait_in_the_socket_buffer(
+    sample_service: StartSampleService, engine_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """False failure: under 1e-3: the queue is set by the 32 connections, not by noise (a request
+    waits for about 31 ahead of it: 45 ms against 1.5 ms of work, docs/engine.md), three times the
+    bound of 10; it falls only if the engine cannot offer 750/s, and the work's 50% tolerance is far
+    above a sleep's late wake-up. The kernel stamps every segment once stamping is on; only the
+    first ones after it is first switched on may go unstamped, a handful against 1% of ~750."""
+    monkeypatch.setenv("HAIRLINE_ENGINE", str(engine_path))
+    # The requests wait in the kernel's buffers of connections the worker is not reading yet.
+    svc = sample_service("--threads", "1", "--work", "sleep", "--regress-cpu", "40")
+    metrics, queue_s, work_s = overloaded_queue_and_work_s(svc)
     assert queue_s > 10 * work_s, f"queue {queue_s * 1e3:.2f} ms, work {work_s * 1e3:.2f} ms"
+    # Timed from the kernel's stamps, so (almost) none is counted as timed from its read.
+    timed = metrics["sample_queue_seconds_count"]
+    assert metrics["sample_queue_unstamped_total"] <= 0.01 * timed, metrics
+
+
+def test_without_kernel_timestamps_queueing_is_under_measured_and_counted(
+    sample_service: StartSampleService, engine_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """False failure: under 1e-3: the count is exact (every request is read without a stamp), and
+    the queue from the read is the few microseconds from a read to its handling, under the ~2 ms
+    sleep of work that the overload makes ~45 ms of real queueing (the test above)."""
+    monkeypatch.setenv("HAIRLINE_ENGINE", str(engine_path))
+    # The same overload as above, on a service that behaves as on a kernel without stamps.
+    svc = sample_service(
+        "--threads", "1", "--work", "sleep", "--regress-cpu", "40", "--test-no-recv-timestamps"
+    )
+    metrics, queue_s, work_s = overloaded_queue_and_work_s(svc)
+    # The wait in the socket buffers is missed: the queue reads below one request's work...
+    assert queue_s < work_s, f"queue {queue_s * 1e3:.2f} ms, work {work_s * 1e3:.2f} ms"
+    # ...and every API request is counted as timed from its read.
+    timed = metrics["sample_queue_seconds_count"]
+    assert timed > 500
+    assert metrics["sample_queue_unstamped_total"] == timed
 
 
 def test_regress_mem_keeps_more_memory_resident(sample_service: StartSampleService) -> None:

@@ -59,6 +59,11 @@ def test_a_cluster_on_a_limited_cache_falls_short_of_theoretical_and_names_the_c
     assert result.per_server_capacity_per_s is not None
     assert 300 < result.per_server_capacity_per_s < 700
     assert result.theoretical_capacity_per_s == pytest.approx(4 * result.per_server_capacity_per_s)
+    # Measured from the kernel's receive timestamps: the service counts the requests without
+    # one, and (next to) none were (tests/kraken/test_kraken_unstamped.py has a kernel without).
+    (web1,) = result.server_test.server_capacities
+    assert web1.unstamped is not None and web1.queued > 1000
+    assert web1.queueing_unmeasured is None and web1.unstamped <= 0.01 * web1.queued
     # The cache serves ~1,000 gets/s for all four: the cluster stops well short.
     assert result.measured_capacity_per_s is not None
     assert result.measured_capacity_per_s < 0.75 * result.theoretical_capacity_per_s

@@ -18,6 +18,8 @@ from hairline.kraken.results import (
     find_bottleneck,
     measured_capacity,
     queue_crossing,
+    server_capacity,
+    stamping_of,
 )
 
 SCRAPE = """\
@@ -73,6 +75,50 @@ def test_capacity_by_queueing_delay_is_interpolated_where_it_crosses_the_limit()
     assert queue_crossing(points, 20.0) == pytest.approx(375.0)
     assert queue_crossing(points[:2], 20.0) is None
     assert queue_crossing([ServerReading(None, None), *points[2:]], 20.0) == 500
+
+
+def test_requests_without_a_kernel_receive_timestamp_are_read_beside_the_queue_histogram() -> None:
+    c = counters_of(parse_text(SCRAPE + "sample_queue_unstamped_total 3\n"))
+    assert c.unstamped == 3
+    # A service that does not count them says nothing, which is not zero.
+    assert counters_of(parse_text(SCRAPE)).unstamped is None
+
+
+def test_stamping_between_two_scrapes_is_the_difference_of_the_counts() -> None:
+    before = counters_of(parse_text(SCRAPE + "sample_queue_unstamped_total 3\n"))
+    after = counters_of(
+        parse_text(
+            SCRAPE.replace("sample_queue_seconds_count 150", "sample_queue_seconds_count 450")
+            + "sample_queue_unstamped_total 303\n"
+        )
+    )
+    assert stamping_of(before, after) == (300, 300)
+    # A restarted service's counters went back: nothing is known of the interval.
+    assert stamping_of(after, before) == (None, None)
+    assert stamping_of(counters_of(parse_text(SCRAPE)), after) == (300, None)
+
+
+def test_a_capacity_is_refused_when_over_1_percent_of_requests_had_no_kernel_stamp() -> None:
+    def readings(unstamped: float | None) -> list[ServerReading]:
+        # 20 ms of queueing is crossed at 375/s, as in the interpolation test above.
+        return [
+            ServerReading(100, 0.1, 500, unstamped),
+            ServerReading(300, 5.0, 1500, 0 if unstamped is not None else None),
+            ServerReading(500, 45.0, 2500, 0 if unstamped is not None else None),
+        ]
+
+    measured = server_capacity("web1", readings(45), 20.0)  # 45 of 4,500: 1%, measured
+    assert measured.capacity_per_s == pytest.approx(375.0)
+    assert (measured.queued, measured.unstamped, measured.queueing_unmeasured) == (4500, 45, None)
+    refused = server_capacity("web1", readings(46), 20.0)
+    assert refused.capacity_per_s is None
+    assert refused.queueing_unmeasured is not None
+    assert refused.queueing_unmeasured.startswith(
+        "queueing not measured: 46 of 4,500 requests had no kernel receive timestamp"
+    )
+    # A service that does not count them is taken at its word.
+    unknown = server_capacity("web1", readings(None), 20.0)
+    assert unknown.capacity_per_s == pytest.approx(375.0) and unknown.unstamped is None
 
 
 def step(

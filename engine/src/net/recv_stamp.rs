@@ -5,15 +5,17 @@
 //! the sample service's `sample_queue_seconds` needs the former. Linux delivers the
 //! timestamp of the last segment a TCP `recvmsg` consumed as an `SCM_TIMESTAMPNS` control
 //! message once the socket option is set (loopback included). Where it is not delivered,
-//! the read's own time stands in.
+//! the read's own time stands in, and the [`Arrival`] says so: its caller counts those
+//! requests (`sample_queue_unstamped_total`), since their queueing is then under-measured
+//! and a capacity read from it over-estimated.
 
 use std::io;
 use std::mem;
 use std::os::fd::RawFd;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Asks the kernel to timestamp the socket's received data. False when it refuses.
-pub fn enable(fd: RawFd) -> bool {
+/// Asks the kernel to timestamp the socket's received data; its refusal as the OS error.
+pub fn enable(fd: RawFd) -> io::Result<()> {
     let on: libc::c_int = 1;
     // SAFETY: the option value is a c_int that lives across the call, with its size given.
     let rc = unsafe {
@@ -25,7 +27,11 @@ pub fn enable(fd: RawFd) -> bool {
             mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    rc == 0
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Now, in nanoseconds since the Unix epoch (the kernel's timestamps are on this clock).
@@ -36,11 +42,38 @@ pub fn unix_now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// `read` with the arrival time of the bytes read (Unix ns): the kernel's timestamp when the
-/// socket carries one, else now. Errors as `read`'s (`WouldBlock` on a non-blocking socket).
-pub fn recv(fd: RawFd, buffer: &mut [u8]) -> io::Result<(usize, u64)> {
+/// When a read's bytes arrived, and whether the kernel said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Arrival {
+    /// Unix nanoseconds.
+    pub unix_ns: u64,
+    /// False when the kernel gave no receive timestamp and the read's own time stands in:
+    /// any wait in the socket's receive buffer before the read is then invisible, so a
+    /// queue time measured from it is too short.
+    pub from_kernel: bool,
+}
+
+impl Arrival {
+    fn of(stamp: Option<u64>) -> Arrival {
+        match stamp {
+            Some(unix_ns) => Arrival {
+                unix_ns,
+                from_kernel: true,
+            },
+            None => Arrival {
+                unix_ns: unix_now_ns(),
+                from_kernel: false,
+            },
+        }
+    }
+}
+
+/// `read` with the arrival of the bytes read: the kernel's timestamp when the socket
+/// carries one, else now (marked as such). Errors as `read`'s (`WouldBlock` on a
+/// non-blocking socket).
+pub fn recv(fd: RawFd, buffer: &mut [u8]) -> io::Result<(usize, Arrival)> {
     let (n, stamp) = recv_kernel_stamped(fd, buffer)?;
-    Ok((n, stamp.unwrap_or_else(unix_now_ns)))
+    Ok((n, Arrival::of(stamp)))
 }
 
 /// `read` with the kernel's receive timestamp of the bytes read, `None` when it gave none:
@@ -101,7 +134,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
-        assert!(enable(server.as_raw_fd()));
+        enable(server.as_raw_fd()).unwrap();
         // The first socket on a machine to ask for stamps switches the kernel's stamping on
         // through deferred work, so the first segments after it may go unstamped: a fresh
         // CI machine showed it. Later rounds are stamped.
@@ -136,12 +169,36 @@ mod tests {
         thread::sleep(Duration::from_millis(20));
         let mut buffer = [0u8; 16];
         let before_ns = unix_now_ns();
-        let (n, arrived_ns) = recv(server.as_raw_fd(), &mut buffer).unwrap();
+        let (n, arrival) = recv(server.as_raw_fd(), &mut buffer).unwrap();
         let after_ns = unix_now_ns();
         assert_eq!(&buffer[..n], b"hi");
+        // Said to be the read's time, so that the request is counted as unstamped.
+        assert!(!arrival.from_kernel);
+        let arrived_ns = arrival.unix_ns;
         assert!(
             (before_ns..=after_ns).contains(&arrived_ns),
             "{before_ns} <= {arrived_ns} <= {after_ns}"
         );
+    }
+
+    #[test]
+    fn a_kernel_stamped_read_says_it_came_from_the_kernel() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        enable(server.as_raw_fd()).unwrap();
+        // As above: the first segments after stamping is switched on may go unstamped.
+        for _round in 0..5 {
+            client.write_all(b"x").unwrap();
+            thread::sleep(Duration::from_millis(20));
+            let mut buffer = [0u8; 16];
+            let (n, arrival) = recv(server.as_raw_fd(), &mut buffer).unwrap();
+            assert_eq!(n, 1);
+            if arrival.from_kernel {
+                assert!(arrival.unix_ns > 0);
+                return;
+            }
+        }
+        panic!("five rounds, and no read was marked as stamped by the kernel");
     }
 }

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::net::http::RequestHead;
-use crate::net::recv_stamp;
+use crate::net::recv_stamp::{self, Arrival};
 use crate::sample::cache::CacheClient;
 use crate::sample::cost::{self, Endpoint};
 use crate::sample::log::{LogCodec, RequestLog};
@@ -47,6 +47,8 @@ pub(super) struct Settings {
     pub(super) cache: Option<SocketAddr>,
     pub(super) log: Option<(u32, LogCodec)>,
     pub(super) stall: Option<Stall>,
+    /// Ask the kernel for receive timestamps; false only under `--test-no-recv-timestamps`.
+    pub(super) recv_timestamps: bool,
 }
 
 pub(super) struct Shared {
@@ -105,8 +107,8 @@ fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
 }
 
 impl WorkerState {
-    /// Answers one request that arrived at `arrival_unix_ns`.
-    pub(super) fn handle(&mut self, head: &RequestHead, arrival_unix_ns: u64) -> (Route, Response) {
+    /// Answers one request that arrived at `arrival`.
+    pub(super) fn handle(&mut self, head: &RequestHead, arrival: Arrival) -> (Route, Response) {
         let (path, query) = head
             .target
             .split_once('?')
@@ -127,8 +129,16 @@ impl WorkerState {
         if let Some(api) = api {
             let response = match self.user_of(query, head.request_id.as_deref()) {
                 Ok(user) => {
-                    let queue_ns = recv_stamp::unix_now_ns().saturating_sub(arrival_unix_ns);
+                    let queue_ns = recv_stamp::unix_now_ns().saturating_sub(arrival.unix_ns);
                     self.shared.metrics.queue.observe_ns(queue_ns);
+                    // Counted beside the histogram, over the same requests, so that a reader
+                    // of the queue times knows which share of them started at the read.
+                    if !arrival.from_kernel {
+                        self.shared
+                            .metrics
+                            .queue_unstamped
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
                     if let Some(stall) = self.shared.settings.stall {
                         let key = head.request_id.as_deref();
                         if stall.hits(key.unwrap_or(head.target.as_bytes())) {

@@ -86,6 +86,9 @@ pub(crate) struct Metrics {
     pub(crate) cache_errors: AtomicU64,
     /// Arrival (kernel receive time, else read time) to the start of the request's handling.
     pub(crate) queue: SecondsHistogram,
+    /// Of `queue`'s observations, those whose arrival was the read's time because the kernel
+    /// gave no receive timestamp: their wait in the socket's buffer was not seen.
+    pub(crate) queue_unstamped: AtomicU64,
     /// The request's own work: CPU burn or sleep, and memory touching.
     pub(crate) work: SecondsHistogram,
     /// The round trip to `--cache`.
@@ -112,6 +115,7 @@ impl Metrics {
             anonymous: AtomicU64::new(0),
             cache_errors: AtomicU64::new(0),
             queue: SecondsHistogram::default(),
+            queue_unstamped: AtomicU64::new(0),
             work: SecondsHistogram::default(),
             cache_wait: SecondsHistogram::default(),
             stalls: AtomicU64::new(0),
@@ -193,6 +197,11 @@ impl Metrics {
                 "sample_code_cache_misses_total",
                 "Code cache lookups that missed (each burns --miss-units of CPU).",
                 &self.code_cache_misses,
+            ),
+            (
+                "sample_queue_unstamped_total",
+                "API requests in sample_queue_seconds timed from their read, not their arrival: the kernel gave no receive timestamp, so their queueing is under-measured.",
+                &self.queue_unstamped,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -418,5 +427,7 @@ mod tests {
         assert!(text.contains("# TYPE sample_code_cache_misses_total counter\n"));
         assert!(text.contains("sample_code_cache_lookups_total 0\n"));
         assert!(text.contains("sample_stalls_total 0\n"));
+        assert!(text.contains("# TYPE sample_queue_unstamped_total counter\n"));
+        assert!(text.contains("sample_queue_unstamped_total 0\n"));
     }
 }

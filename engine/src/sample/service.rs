@@ -114,6 +114,11 @@ pub struct SampleServiceArgs {
     /// Work units one code cache miss costs [default: 40] (needs `--code-cache`).
     #[arg(long, value_name = "U")]
     pub miss_units: Option<u64>,
+    /// For testing the fallback only: do not ask the kernel for receive timestamps
+    /// (SO_TIMESTAMPNS), so every request's queue time starts at its read, as on a kernel
+    /// that gives none; they are counted in `sample_queue_unstamped_total`.
+    #[arg(long)]
+    pub test_no_recv_timestamps: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -261,6 +266,7 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
         cache,
         log,
         stall,
+        recv_timestamps: !args.test_no_recv_timestamps,
     };
 
     let (listener, local, shutdown) = listen(addr)?;
@@ -342,6 +348,7 @@ mod tests {
                 op_groups: None,
                 code_cache: None,
                 miss_units: None,
+                test_no_recv_timestamps: false,
             };
             f(&mut a);
             validate(&a)

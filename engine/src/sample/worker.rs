@@ -7,14 +7,14 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use crate::net::http::{parse_request_head, BodyFraming};
 use crate::net::listen::SHUTDOWN_POLL;
-use crate::net::recv_stamp;
+use crate::net::recv_stamp::{self, Arrival};
 use crate::sample::cache::{tighten_timer_slack, CacheClient};
 use crate::sample::handler::{write_response, Response, Shared, WorkKind, WorkerState};
 use crate::sample::log::RequestLog;
@@ -32,11 +32,10 @@ struct Connection {
     /// Close once the output is flushed (client asked, or the stream is unusable).
     closing: bool,
     writable_interest: bool,
-    /// When the oldest unanswered bytes of `input` arrived (Unix ns); a request's queueing
-    /// starts here.
-    arrival_unix_ns: u64,
+    /// When the oldest unanswered bytes of `input` arrived; a request's queueing starts here.
+    arrival: Arrival,
     /// When the latest read's bytes arrived.
-    last_arrival_unix_ns: u64,
+    last_arrival: Arrival,
 }
 
 enum Step {
@@ -55,11 +54,11 @@ impl Connection {
                         peer_closed = true;
                         break;
                     }
-                    Ok((n, arrived_ns)) => {
+                    Ok((n, arrival)) => {
                         if self.input.is_empty() {
-                            self.arrival_unix_ns = arrived_ns;
+                            self.arrival = arrival;
                         }
-                        self.last_arrival_unix_ns = arrived_ns;
+                        self.last_arrival = arrival;
                         self.input.extend_from_slice(&chunk[..n]);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -117,7 +116,7 @@ impl Connection {
                     if self.input.len() < total {
                         return;
                     }
-                    let (route, response) = state.handle(&head, self.arrival_unix_ns);
+                    let (route, response) = state.handle(&head, self.arrival);
                     state.shared.metrics.count(route, response.status);
                     write_response(
                         &mut self.output,
@@ -128,7 +127,7 @@ impl Connection {
                     self.input.drain(..total);
                     // A pipelined request behind this one arrived with the latest read at the
                     // earliest that is known.
-                    self.arrival_unix_ns = self.last_arrival_unix_ns;
+                    self.arrival = self.last_arrival;
                     if !head.keep_alive {
                         self.closing = true;
                     }
@@ -165,6 +164,23 @@ impl Connection {
 
 pub(super) const WAKER: Token = Token(usize::MAX);
 
+/// Asks the kernel to timestamp a connection's received bytes. A refusal is said once on
+/// stderr, not per connection: the requests it affects are counted in
+/// `sample_queue_unstamped_total` either way, and a kernel that refuses one socket refuses
+/// them all.
+fn enable_stamps(stream: &TcpStream) {
+    static REFUSED: Once = Once::new();
+    if let Err(e) = recv_stamp::enable(stream.as_raw_fd()) {
+        REFUSED.call_once(|| {
+            eprintln!(
+                "hairline-engine sample-service: the kernel refused SO_TIMESTAMPNS ({e}); queue \
+                 times start at the read and the requests are counted in \
+                 sample_queue_unstamped_total"
+            );
+        });
+    }
+}
+
 pub(super) fn worker_loop(
     mut poll: Poll,
     incoming: Receiver<TcpStream>,
@@ -200,8 +216,11 @@ pub(super) fn worker_loop(
         for event in events.iter() {
             if event.token() == WAKER {
                 while let Ok(mut stream) = incoming.try_recv() {
-                    // Without it, queue times start at the read (said in docs/engine.md).
-                    recv_stamp::enable(stream.as_raw_fd());
+                    // Without it, queue times start at the read (said in docs/engine.md);
+                    // `--test-no-recv-timestamps` leaves it off to run that path on purpose.
+                    if state.shared.settings.recv_timestamps {
+                        enable_stamps(&stream);
+                    }
                     let token = next_token;
                     next_token = next_token.wrapping_add(1) % (usize::MAX - 1);
                     if poll
@@ -218,8 +237,8 @@ pub(super) fn worker_loop(
                                 written: 0,
                                 closing: false,
                                 writable_interest: false,
-                                arrival_unix_ns: 0,
-                                last_arrival_unix_ns: 0,
+                                arrival: Arrival::default(),
+                                last_arrival: Arrival::default(),
                             },
                         );
                     }

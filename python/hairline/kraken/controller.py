@@ -41,7 +41,8 @@ from hairline.kraken.results import (
     find_bottleneck,
     mean_breakdown,
     measured_capacity,
-    queue_crossing,
+    server_capacity,
+    stamping_of,
     sustained_per_s,
 )
 from hairline.kraken.series import SeriesStore
@@ -52,6 +53,11 @@ from hairline.lb.factory import open_balancer
 __all__ = ["Controller", "PhaseSpec"]
 
 _SCRAPE_TIMEOUT_S = 2.0
+#: A server test stops as soon as a server's queueing is seen not to be measured (too many
+#: requests without a kernel receive timestamp), once it timed this many requests: pushing
+#: the server on toward a crossing that would come late says nothing, and a few hundred
+#: requests after the first are enough to tell a kernel that stamps from one that does not.
+_MIN_QUEUED_TO_REFUSE = 1000
 
 
 @dataclass(frozen=True)
@@ -228,12 +234,19 @@ class _Run:
                 step = replace(step, weights=weights)
                 self.steps.append(step)
                 ctl.on_step(step)
-                if spec.kind == "server" and all(
-                    c.capacity_per_s is not None for c in self.server_capacities()
-                ):
+                capacities = self.server_capacities()
+                if spec.kind == "server" and all(c.capacity_per_s is not None for c in capacities):
                     self.stopped_by = (
                         f"every server's queueing delay reached {spec.queue_limit_ms:g} ms"
                     )
+                    return
+                refused = [
+                    c
+                    for c in capacities
+                    if c.queueing_unmeasured and c.queued >= _MIN_QUEUED_TO_REFUSE
+                ]
+                if spec.kind == "server" and refused:
+                    self.stopped_by = f"{refused[0].server}'s {refused[0].queueing_unmeasured}"
                     return
             if now - t0 >= spec.max_duration_s:
                 self.stopped_by = f"max_duration_s ({spec.max_duration_s:g} s) reached"
@@ -277,7 +290,10 @@ class _Run:
         for server in spec.servers:
             if server in both:
                 rate, own = breakdown_of([scrapes.counters[server]], [counters[server]], elapsed_s)
-                readings[server] = ServerReading(rate, own.queue_ms if own else None)
+                queued, unstamped = stamping_of(scrapes.counters[server], counters[server])
+                readings[server] = ServerReading(
+                    rate, own.queue_ms if own else None, queued, unstamped
+                )
             else:
                 readings[server] = ServerReading(None, None)
         scrapes.at_s, scrapes.counters = now, counters
@@ -341,9 +357,14 @@ class _Run:
         for server in self.spec.servers:
             rates = [r for s in window if (r := s.servers[server].served_per_s) is not None]
             queues = [q for s in window if (q := s.servers[server].queue_ms) is not None]
+            queued = [n for s in window if (n := s.servers[server].queued) is not None]
+            unstamped = [n for s in window if (n := s.servers[server].unstamped) is not None]
             servers[server] = ServerReading(
                 sum(rates) / len(rates) if rates else None,
                 sum(queues) / len(queues) if queues else None,
+                # Counts, so the interval's are the sum of its samples'.
+                sum(queued) if queued else None,
+                sum(unstamped) if unstamped else None,
             )
         user_rate = sum(s.user_rate_per_s for s in window) / len(window) if window else 0.0
         return Step(
@@ -372,12 +393,27 @@ class _Run:
 
     def server_capacities(self) -> tuple[ServerCapacity, ...]:
         return tuple(
-            ServerCapacity(
-                server,
-                queue_crossing([s.servers[server] for s in self.steps], self.spec.queue_limit_ms),
+            server_capacity(
+                server, [s.servers[server] for s in self.steps], self.spec.queue_limit_ms
             )
             for server in self.spec.servers
         )
+
+    def queueing_notes(self, capacities: Sequence[ServerCapacity]) -> list[str]:
+        """The mark on every figure made of a server's queueing delay when it was not
+        measured: a server test's capacity is refused; a cluster test's queueing (the
+        breakdown's queue, any health metric on sample_queue_seconds) reads low."""
+        consequence = (
+            "no capacity by queueing delay"
+            if self.spec.kind == "server"
+            else "its queueing delays here (the breakdown's queue, health metrics on "
+            "sample_queue_seconds) are timed from the read and read low"
+        )
+        return [
+            f"{c.server}'s {c.queueing_unmeasured}: {consequence}"
+            for c in capacities
+            if c.queueing_unmeasured
+        ]
 
     def result(self) -> PhaseResult:
         spec = self.spec
@@ -405,6 +441,6 @@ class _Run:
             server_capacities=capacities,
             # A server alone is tested below what any shared dependency could limit.
             bottleneck=find_bottleneck(start, end) if spec.kind == "cluster" else None,
-            notes=tuple(self.notes),
+            notes=(*self.notes, *self.queueing_notes(capacities)),
             metric_ranges={m.name: m.ranges for m in spec.health},
         )

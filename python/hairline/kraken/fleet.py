@@ -68,6 +68,9 @@ class FleetSpec:
     #: gets is servers * web_weight / (servers * web_weight + rest_weight)).
     web_weight: int = 10
     rest_weight: int = 160
+    #: False only to test what Kraken does on a kernel that gives no receive timestamps:
+    #: the web servers then run with ``--test-no-recv-timestamps`` (docs/engine.md).
+    recv_timestamps: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.servers <= 32:
@@ -163,6 +166,8 @@ class LocalFleet(FolderOfChildren):
              "--slots", str(spec.cache_slots), "--service-us", str(spec.cache_service_us)],
         )  # fmt: skip
         work = ["--work", "sleep", "--regress-cpu", repr(spec.work_scale - 1.0)]
+        if not spec.recv_timestamps:
+            work.append("--test-no-recv-timestamps")
         for name in spec.names:
             child = self._start_listening(
                 name,

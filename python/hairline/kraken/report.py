@@ -144,7 +144,9 @@ def print_summary(result: KrakenResult, console: Console) -> None:
         for c in test.server_capacities:
             table.add_row(
                 f"{c.server} at {result.queue_limit_ms:g} ms queueing",
-                f"{_n(c.capacity_per_s)} req/s",
+                f"- ({c.queueing_unmeasured})"
+                if c.queueing_unmeasured
+                else f"{_n(c.capacity_per_s)} req/s",
             )
         table.add_row("per-server capacity (mean)", f"{_n(result.measured_capacity_per_s)} req/s")
     if test.bottleneck is not None:

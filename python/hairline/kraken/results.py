@@ -1,6 +1,7 @@
 """What a Kraken test measured, and the pure arithmetic on it: served rates and the latency
 breakdown from the sample services' counters, per-server capacity by queueing delay
-(Kraken 5.1.1), the measured cluster capacity and the bottleneck (Kraken 5.1.2, Figure 8).
+(Kraken 5.1.1), refused where the kernel gave no receive timestamps to measure queueing
+from, the measured cluster capacity and the bottleneck (Kraken 5.1.2, Figure 8).
 
 No I/O and no clock here: the controller (:mod:`hairline.kraken.controller`) feeds it scrapes
 and times.
@@ -18,6 +19,7 @@ from hairline.kit.jsonout import documented
 __all__ = [
     "COMPONENTS",
     "SERVICE_COMPONENTS",
+    "UNSTAMPED_LIMIT",
     "Bottleneck",
     "Breakdown",
     "Counters",
@@ -33,7 +35,10 @@ __all__ = [
     "mean_breakdown",
     "measured_capacity",
     "queue_crossing",
+    "server_capacity",
+    "stamping_of",
     "sustained_per_s",
+    "unmeasured_queueing",
 ]
 
 #: The latency components the sample services report, in the order plots stack them:
@@ -47,6 +52,15 @@ _HISTOGRAMS = {
     "work": "sample_work_seconds",
     "cache": "sample_cache_wait_seconds",
 }
+#: The sample service's count of queue times that started at the read because the kernel
+#: gave no receive timestamp (docs/engine.md, "Metrics").
+_UNSTAMPED = "sample_queue_unstamped_total"
+#: Above this share of requests timed from their read, a server's queueing delay is not a
+#: measurement: each such request's wait in the socket's buffer is missing, so the delay
+#: reads low and a capacity by queueing delay comes out too high. 1% keeps the handful the
+#: kernel may leave unstamped while it switches stamping on (engine/src/net/recv_stamp.rs)
+#: from refusing a capacity, and refuses any kernel that stamps few or none.
+UNSTAMPED_LIMIT = 0.01
 
 
 @dataclass(frozen=True)
@@ -57,11 +71,15 @@ class Counters:
     served: float
     sums_s: Mapping[str, float]
     counts: Mapping[str, float]
+    #: Of the queue histogram's requests, those timed from their read (no kernel receive
+    #: timestamp); None when the service does not export the count.
+    unstamped: float | None = None
 
 
 def counters_of(parsed: Mapping[SeriesKey, float]) -> Counters:
     """The counters of one parsed ``/metrics`` scrape (``collect.prometheus.parse_text``)."""
     served = 0.0
+    unstamped: float | None = None
     sums: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     counts: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
     by_name = {f"{h}_sum": ("sum", c) for c, h in _HISTOGRAMS.items()}
@@ -74,7 +92,22 @@ def counters_of(parsed: Mapping[SeriesKey, float]) -> Counters:
         elif name in by_name:
             kind, component = by_name[name]
             (sums if kind == "sum" else counts)[component] += value
-    return Counters(served=served, sums_s=sums, counts=counts)
+        elif name == _UNSTAMPED:
+            unstamped = (unstamped or 0.0) + value
+    return Counters(served=served, sums_s=sums, counts=counts, unstamped=unstamped)
+
+
+def stamping_of(before: Counters, after: Counters) -> tuple[float | None, float | None]:
+    """One server's requests timed in its queue histogram between two scrapes, and how many
+    of them had no kernel receive timestamp; None where a count is unknown (the service does
+    not export it, or it restarted and its counters went back)."""
+    queued = after.counts["queue"] - before.counts["queue"]
+    if queued < 0:
+        return None, None
+    if before.unstamped is None or after.unstamped is None:
+        return queued, None
+    unstamped = after.unstamped - before.unstamped
+    return queued, unstamped if unstamped >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -137,6 +170,11 @@ class ServerReading:
 
     served_per_s: float | None
     queue_ms: float | None
+    queued: float | None = None
+    """Requests whose queueing the server timed (its queue histogram's count)."""
+    unstamped: float | None = None
+    """Of them, those timed from their read: the kernel gave no receive timestamp (null: not
+    known)."""
 
 
 @dataclass(frozen=True)
@@ -182,13 +220,49 @@ class Step:
     """Every metric known, none at BACKOFF by level or by its latest value."""
 
 
+@documented
 @dataclass(frozen=True)
 class ServerCapacity:
     """A server's capacity by queueing delay: the served rate at which its mean queueing
-    delay crossed the limit (interpolated), None if it never did."""
+    delay crossed the limit (interpolated), None if it never did or if its queueing was not
+    measured."""
 
     server: str
     capacity_per_s: float | None
+    queued: float = 0.0
+    """Requests whose queueing the server timed over the test."""
+    unstamped: float | None = None
+    """Of them, those timed from their read because the kernel gave no receive timestamp
+    (null: the service does not count them)."""
+    queueing_unmeasured: str | None = None
+    """Why the capacity was refused: more than 1% of the requests had no kernel receive
+    timestamp, so their queueing was under-measured (null: it was measured)."""
+
+
+def unmeasured_queueing(queued: float, unstamped: float | None) -> str | None:
+    """Why a server's queueing delay is not a measurement, None when it is (or when the
+    service does not say): more than :data:`UNSTAMPED_LIMIT` of its requests were timed
+    from their read."""
+    if unstamped is None or queued <= 0 or unstamped / queued <= UNSTAMPED_LIMIT:
+        return None
+    return (
+        f"queueing not measured: {unstamped:,.0f} of {queued:,.0f} requests had no kernel "
+        "receive timestamp (SO_TIMESTAMPNS), so their wait in the socket buffer was not seen"
+    )
+
+
+def server_capacity(
+    server: str, points: Sequence[ServerReading], limit_ms: float
+) -> ServerCapacity:
+    """A server's capacity by queueing delay over its control intervals, refused (None, with
+    the reason) when its queueing was not measured: a delay that misses the wait in the
+    socket buffer crosses the limit late, and the capacity would be over-estimated."""
+    queued = sum(p.queued for p in points if p.queued is not None)
+    known = [p.unstamped for p in points if p.unstamped is not None]
+    unstamped = sum(known) if known else None
+    why = unmeasured_queueing(queued, unstamped)
+    crossing = None if why is not None else queue_crossing(points, limit_ms)
+    return ServerCapacity(server, crossing, queued, unstamped, why)
 
 
 def queue_crossing(points: Sequence[ServerReading], limit_ms: float) -> float | None:

@@ -256,9 +256,13 @@ def run_kraken(
                         queue_limit_ms=plan.queue_limit_ms,
                     )
                 if per_server is None:
+                    why = server_test.server_capacities[0].queueing_unmeasured
                     notes.append(
-                        f"{first[0]}'s queueing delay never reached {plan.queue_limit_ms:g} ms: "
-                        "no per-server capacity, so no theoretical capacity"
+                        f"{first[0]}'s {why}: no per-server capacity, so no theoretical capacity"
+                        if why
+                        else f"{first[0]}'s queueing delay never reached "
+                        f"{plan.queue_limit_ms:g} ms: no per-server capacity, so no theoretical "
+                        "capacity"
                     )
             controller.on_step = lambda step: on_step(plan.kind, step)
             if plan.kind == "server":
