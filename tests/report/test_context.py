@@ -237,9 +237,10 @@ def test_failed_load_gates_become_one_note_per_gate() -> None:
     )
     assert notes == (
         "load gate dropped failed in 1 of 4 batches: requests were dropped at the in-flight "
-        "limit (worst t1b0: 3 requests dropped at --max-in-flight); the measurements are kept",
+        "limit (worst trial 2 batch 1: 3 requests dropped at --max-in-flight); the "
+        "measurements are kept",
         "load gate late_sends failed in 2 of 4 batches: sends left the engine more than 1 ms "
-        "after they fell due (worst t0b1: 61 of 2400 sends were more than 1 ms behind "
+        "after they fell due (worst trial 1 batch 2: 61 of 2400 sends were more than 1 ms behind "
         "schedule); the measurements are kept",
     )
     assert load_notes({"t0b0": summary(0)}) == ()
