@@ -21,7 +21,7 @@ from webseed import observe, seed
 from hairline.lab.analysis import AnalysisOptions, analyze
 from hairline.lab.results import aa_history, experiment_observations
 from hairline.store.db import Store
-from hairline.store.models import Arm, Host, Run
+from hairline.store.models import Arm, Host, Run, Trial
 from hairline.store.observations import observations_from_table
 from hairline.web.app import create_app
 from hairline.web.auth import create_token
@@ -294,3 +294,26 @@ def test_the_services_page_is_a_table_of_counts_last_runs_and_open_regressions(
         'href="/services/api"' in rows["api"] and 'href="/experiments?service=api"' in rows["api"]
     )
     assert re.findall(r"<td[^>]*>(.*?)</td>", rows["web"], flags=re.S)[4] == "0"
+
+
+def test_the_status_line_counts_trials_as_the_list_and_the_report_do(
+    store: Store, client: TestClient, tokens: dict[str, str]
+) -> None:
+    fixed = seed(store, trials=7)
+    sequential = seed(store, trials=10)
+    with store.transaction() as session:
+        for experiment, states in (
+            (fixed, {6: "excluded"}),
+            (sequential, {4: "excluded", **dict.fromkeys(range(6, 10), "skipped")}),
+        ):
+            for trial in session.query(Trial).filter_by(experiment_id=experiment):
+                trial.state = states.get(trial.index, trial.state)  # fmt: skip
+    reader = browser(client, tokens, "demo-read")
+    line = reader.get(f"/experiments/{fixed}/live").text
+    # The page: "6 of 7 trials" in the report beside "7 trial(s) ended" here.
+    assert "6 of 7 trials done, 1 left out (spoiled in every attempt)" in line
+    assert "ended" not in line
+    line = reader.get(f"/experiments/{sequential}/live").text
+    assert "5 of 6 trials done, 1 left out (spoiled in every attempt), 4 more not needed" in line
+    assert re.search(rf'<tr id="experiment-{fixed}".*?<td>6/7</td>', reader.get(
+        "/experiments").text, flags=re.S)  # fmt: skip

@@ -265,6 +265,12 @@ class TrialCounts:
     not_needed: int  # skipped: a sequential design settled before them
     running: int
 
+    @property
+    def shown(self) -> int:
+        """The "of N" of "D of N trials": those planned, less those a sequential design
+        found it did not need (the report counts the trials it ran the same way)."""
+        return self.planned - self.not_needed
+
 
 def trial_counts(store: Store, experiment_id: int) -> TrialCounts:
     with store.autocommit() as connection:
