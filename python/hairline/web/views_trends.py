@@ -1,8 +1,7 @@
 """The pages over many experiments: the services (/services), a service's metric history
 with its change points (/services/NAME) and the A/A health of every service and metric
 (/aa): the false-positive rate over a rolling window of A/A runs against its binomial
-band, and the model adaptive selection chooses from those A/A runs (the analysis's own
-rule, lab/results.aa_model_choices)."""
+band, and the model adaptive selection chooses from those A/A runs (web/aamodels.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.responses import Response
 
-from hairline.lab.results import HistoryModel, aa_experiments, aa_model_choices
-from hairline.store.db import Store
+from hairline.lab.results import HistoryModel
+from hairline.web.aamodels import HistoryModels, Scored
 from hairline.web.auth import Principal
 from hairline.web.changes import history_changes
 from hairline.web.deps import principal, store_of
@@ -61,37 +60,26 @@ class MetricHealthView:
     alpha: float
     points: tuple[FprPoint, ...]
     chart: Markup
-    model: HistoryModel | None  # None: the A/A runs left no observations to select on
+    # None while the service's A/A runs are being scored (web/aamodels.py); a Scored
+    # without this metric: its runs kept no observations of it.
+    scored: Scored | None
 
-
-# Selection scores every model on every A/A run (seconds for a long history): each
-# service's choice is kept until its set of finished A/A runs or its alpha changes.
-_ModelKey = tuple[str, tuple[int, ...], float]
-
-
-def _history_models(request: Request, service: str, alpha: float) -> dict[str, HistoryModel]:
-    store: Store = store_of(request)
-    ids = aa_experiments(store, service)
-    key: _ModelKey = (service, tuple(ids), alpha)
-    cache: dict[_ModelKey, dict[str, HistoryModel]] | None = getattr(
-        request.app.state, "aa_history_models", None
-    )
-    if cache is None:
-        cache = request.app.state.aa_history_models = {}
-    if key not in cache:
-        for old in [k for k in cache if k[0] == service]:
-            del cache[old]
-        cache[key] = aa_model_choices(store, service, ids=ids, alpha=alpha)
-    return cache[key]
+    @property
+    def model(self) -> HistoryModel | None:
+        return None if self.scored is None else self.scored.models.get(self.metric)
 
 
 @router.get("/aa")
 def aa_health(request: Request, who: Who) -> Response:
     store = store_of(request)
+    models: HistoryModels = request.app.state.aa_models
     runs, alphas = aa_runs(store, teams_of(who))
     rows = []
+    scored: dict[tuple[str, float], Scored | None] = {}
     for (service_name, metric), found in runs.items():
         alpha = alphas.get(service_name, 0.05)
+        if (service_name, alpha) not in scored:
+            scored[(service_name, alpha)] = models.choices(service_name, alpha=alpha)
         points = fpr_over_time(found, alpha=alpha, window=AA_WINDOW_RUNS)
         rows.append(
             MetricHealthView(
@@ -100,7 +88,8 @@ def aa_health(request: Request, who: Who) -> Response:
                 alpha=alpha,
                 points=points,
                 chart=Markup(fpr_svg(metric, points, alpha)),
-                model=_history_models(request, service_name, alpha).get(metric),
+                scored=scored[(service_name, alpha)],
             )
         )
-    return page(request, "aa.html", who, rows=rows, window=AA_WINDOW_RUNS)
+    scoring = any(r.scored is None for r in rows)
+    return page(request, "aa.html", who, rows=rows, window=AA_WINDOW_RUNS, scoring=scoring)
