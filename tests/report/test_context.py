@@ -25,6 +25,7 @@ from hairline.report.context import (
     metric_trials,
     suggested_in,
 )
+from hairline.report.context.notes import batch_text
 from hairline.store.observations import Observations, read_observations, write_observations
 from schema_check import check_schema
 
@@ -295,3 +296,10 @@ def test_the_suggesters_functions_are_found_under_the_names_profilers_give_them(
     )  # fmt: skip
     assert found == set(profile_names[:4])
     assert suggested_in(profile_names, []) == frozenset()
+
+
+def test_a_batchs_run_name_reads_as_users_count() -> None:
+    # The runner's names: trial and batch indexes from 0, attempts from 1 (lab/runner.py).
+    assert batch_text("t0b1") == "trial 1 batch 2"
+    assert batch_text("t6b0a2") == "trial 7 batch 1 attempt 2"
+    assert batch_text("warm-up") == "warm-up"

@@ -200,15 +200,16 @@ _BATCH_NAME = re.compile(r"t(\d+)b(\d+)(?:a(\d+))?")
 
 
 def batch_text(name: str) -> str:
-    """A batch's run name (``t0b1``, ``t0b1a2`` as the runner names its files) as a reader
-    counts: ``trial 1 batch 2`` (``attempt 3``), numbers from 1 as everywhere they are
-    shown; another name as it is."""
+    """A batch's run name (``t0b1``, ``t0b1a2`` as the runner names its files: trial and
+    batch indexes from 0, attempts counted from 1) as a reader counts: ``trial 1 batch 2``
+    (``attempt 2``), every number from 1 as everywhere they are shown; another name as it
+    is."""
     found = _BATCH_NAME.fullmatch(name)
     if found is None:
         return name
     trial, batch, attempt = found.groups()
     text = f"trial {int(trial) + 1} batch {int(batch) + 1}"
-    return text + (f" attempt {int(attempt) + 1}" if attempt is not None else "")
+    return text + (f" attempt {int(attempt)}" if attempt is not None else "")
 
 
 def trials_text(trials: Sequence[int]) -> str:
