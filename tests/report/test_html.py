@@ -257,7 +257,9 @@ def test_the_per_trial_and_series_charts_title_their_axes_with_units(tmp_path: P
     report = experiment(lab_observations(tmp_path / "o.parquet", cpu_effect=0.0, seed=2))
     page = render_html(report)
     shown = re.findall(r'<text class="axis-title"[^>]*>([^<]*)</text>', page)
-    assert "cpu_ns_per_request (ns per request)" in shown and "trial (from 1)" in shown
-    assert "latency_us (µs)" in shown and "time within the batch (s)" in shown
+    assert (
+        "cpu_ns_per_request (ns per request), per-trial mean" in shown and "trial (from 1)" in shown
+    )
+    assert "latency_us (µs) over batch time" in shown and "time within the batch (s)" in shown
     # A few trials still get the full width, not a stamp (the dashboard stretches it).
     assert re.search(r'<svg viewBox="0 0 760 \d+"[^>]*aria-label="cpu_ns_per_request: per', page)

@@ -124,7 +124,10 @@ def test_every_page_renders_a_real_regression_and_a_real_aa_run(
     titles = page.eval_on_selector_all(
         ".report text.axis-title", "els => els.map(e => e.textContent)"
     )
-    assert "cpu_ns_per_request (ns per request)" in titles and "trial (from 1)" in titles
+    assert (
+        "cpu_ns_per_request (ns per request), per-trial mean" in titles
+        and "trial (from 1)" in titles
+    )
     shoot(page, tmp_path, "experiment")
 
     # The same verdicts in the experiment's self-contained HTML report (`hairline report

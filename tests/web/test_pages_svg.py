@@ -62,6 +62,6 @@ def test_both_charts_say_what_their_axes_measure_and_in_which_unit() -> None:
     assert titles(history) == ["A/B experiment (oldest left)", "relative effect (%)"]
     runs = [AaRun(i, float(i), "no change") for i in range(5)]
     fpr = fpr_svg("cpu", fpr_over_time(runs, alpha=0.05, window=10), 0.05)
-    assert titles(fpr) == ["A/A run (oldest left)", "false-positive rate in the window (%)"]
+    assert titles(fpr) == ["A/A run (oldest left)", "false positives (%)"]
     # Drawn about as wide as the page's column (1,132 px at 1,300): its text is not shrunk.
     assert 'viewBox="0 0 1100 ' in history and 'viewBox="0 0 1100 ' in fpr

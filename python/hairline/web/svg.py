@@ -190,5 +190,5 @@ def fpr_svg(metric: str, points: Sequence[FprPoint], alpha: float) -> str:
             "</circle></a>"
         )
     body += _x_labels([p.experiment_id for p in points], step, x0, "A/A run (oldest left)")
-    body.append(_y_title("false-positive rate in the window (%)"))
+    body.append(_y_title("false positives (%)"))
     return frame(_W, _H, f"{metric}: A/A false-positive rate over time", body)

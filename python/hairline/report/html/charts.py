@@ -77,12 +77,15 @@ def text_at(x: float, y: float, text: str, *, anchor: str = "middle") -> str:
     return f'<text x="{num(x)}" y="{num(y)}" text-anchor="{anchor}">{esc(text)}</text>'
 
 
-def axis_title(x: float, y: float, text: str, *, vertical: bool = False) -> str:
-    """An axis's title (what it measures, in which unit): under the x axis, or along the
-    y axis turned a quarter (``vertical``)."""
+def axis_title(
+    x: float, y: float, text: str, *, vertical: bool = False, anchor: str = "middle"
+) -> str:
+    """An axis's title (what it measures, in which unit): under the x axis, along the y
+    axis turned a quarter (``vertical``), or above it (``anchor="start"``: a metric's
+    name and unit are longer than a short chart is high)."""
     turn = f' transform="rotate(-90 {num(x)} {num(y)})"' if vertical else ""
     return (
-        f'<text class="axis-title" x="{num(x)}" y="{num(y)}" text-anchor="middle"{turn}>'
+        f'<text class="axis-title" x="{num(x)}" y="{num(y)}" text-anchor="{anchor}"{turn}>'
         f"{esc(text)}</text>"
     )
 
@@ -281,9 +284,8 @@ def trials_svg(trials: MetricTrials, colours: dict[str, str]) -> str:
         if i % every == 0:
             body.append(text_at(x(i), top_px + plot_h + 16, trial_name(label)))
     body += [
-        text_at(left, 12, "per-trial mean", anchor="start"),
+        axis_title(8, 12, f"{value_title(trials.metric)}, per-trial mean", anchor="start"),
         axis_title(left + (width - left - 20) / 2, top_px + plot_h + 36, "trial (from 1)"),
-        axis_title(14, top_px + plot_h / 2, value_title(trials.metric), vertical=True),
     ]
     body += legend(arms, colours, width)
     return frame(width, height, f"{trials.metric}: per-trial values", body)
@@ -402,9 +404,8 @@ def series_svg(
             f"{v.cut_t_s:.3g} s ({v.rows_cut} rows)</title></line>"
         )
     body += [
-        text_at(left, 12, f"{trials.metric} over batch time", anchor="start"),
+        axis_title(8, 12, f"{value_title(trials.metric)} over batch time", anchor="start"),
         axis_title((left + right) / 2, top + plot_h + 34, "time within the batch (s)"),
-        axis_title(14, top + plot_h / 2, value_title(trials.metric), vertical=True),
     ]
     body += legend(list(series), colours, width)
     svg = frame(width, height, f"{trials.metric} over time per arm", body)
