@@ -27,6 +27,7 @@ error (each is caught by the lab layer that owns the decision):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = [
     "ArmFailed",
@@ -100,7 +101,12 @@ class ArmFailed(HairlineError):
 
 
 class BuildFailed(HairlineError):
-    """A build command failed, timed out or produced no artifact. The hint names the log."""
+    """A build command failed, timed out or produced no artifact. The hint names the log,
+    and ``log`` is its path (None when the build failed before anything was logged)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, log: Path | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.log = log
 
 
 class HostsUnavailable(HairlineError):

@@ -30,9 +30,12 @@ def test_late_sends_and_a_poor_poisson_fit_hit_every_arm_alike_and_spoil_nothing
 def test_a_failed_rate_or_dropped_gate_spoils_the_batch() -> None:
     gates = [("rate", "worst: B"), ("dropped", "40 requests dropped")]
     found = batch_problems({"A": reading()}, failed_gates=gates, wall_s=2.0, max_error_rate=0.01)
+    # Each reason says what went wrong before the engine's own detail, which can read
+    # like a pass ("within 1.45% of the scheduled rate" when the limit is 1%).
     assert found == [
-        "load gate rate failed (worst: B)",
-        "load gate dropped failed (40 requests dropped)",
+        "load gate rate failed: a target did not get the scheduled rate (engine: worst: B)",
+        "load gate dropped failed: requests were dropped at the in-flight limit "
+        "(engine: 40 requests dropped)",
     ]
 
 

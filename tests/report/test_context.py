@@ -25,6 +25,7 @@ from hairline.report.context import (
     metric_trials,
     suggested_in,
 )
+from hairline.report.context.notes import batch_text
 from hairline.store.observations import Observations, read_observations, write_observations
 from schema_check import check_schema
 
@@ -237,9 +238,10 @@ def test_failed_load_gates_become_one_note_per_gate() -> None:
     )
     assert notes == (
         "load gate dropped failed in 1 of 4 batches: requests were dropped at the in-flight "
-        "limit (worst t1b0: 3 requests dropped at --max-in-flight); the measurements are kept",
+        "limit (worst trial 2 batch 1: 3 requests dropped at --max-in-flight); the "
+        "measurements are kept",
         "load gate late_sends failed in 2 of 4 batches: sends left the engine more than 1 ms "
-        "after they fell due (worst t0b1: 61 of 2400 sends were more than 1 ms behind "
+        "after they fell due (worst trial 1 batch 2: 61 of 2400 sends were more than 1 ms behind "
         "schedule); the measurements are kept",
     )
     assert load_notes({"t0b0": summary(0)}) == ()
@@ -294,3 +296,10 @@ def test_the_suggesters_functions_are_found_under_the_names_profilers_give_them(
     )  # fmt: skip
     assert found == set(profile_names[:4])
     assert suggested_in(profile_names, []) == frozenset()
+
+
+def test_a_batchs_run_name_reads_as_users_count() -> None:
+    # The runner's names: trial and batch indexes from 0, attempts from 1 (lab/runner.py).
+    assert batch_text("t0b1") == "trial 1 batch 2"
+    assert batch_text("t6b0a2") == "trial 7 batch 1 attempt 2"
+    assert batch_text("warm-up") == "warm-up"

@@ -16,6 +16,7 @@ from hairline.config import MetricPolicy, Threshold
 from hairline.lab.analysis import AnalysisOptions, analyze
 from hairline.report.context import ArmReport, ExperimentReport, HostReport, metric_trials
 from hairline.report.html import SERIES_BUCKETS, render_html
+from hairline.report.html.charts import metric_unit
 from hairline.store.observations import Observations, read_observations, write_observations
 
 
@@ -121,8 +122,11 @@ def test_the_warm_up_cut_is_marked_per_trial_and_arm(tmp_path: Path) -> None:
     assert len(cuts) == 6  # every trial of both arms started cold
     for arm, v in cuts:
         assert v.cut_t_s is not None
-        assert f"trial {v.trial}, {arm}: warm-up cut at {v.cut_t_s:.3g} s ({v.rows_cut} rows)" in (
-            page
+        # Trials are shown from 1, as the lab's progress line counts them (index 0 is 1).
+        assert isinstance(v.trial, int)
+        assert (
+            f"trial {v.trial + 1}, {arm}: warm-up cut at {v.cut_t_s:.3g} s ({v.rows_cut} rows)"
+            in (page)
         )
     assert "warm-up (cut)" in page
     assert f"{latency.rows_cut} rows in all" in page
@@ -215,3 +219,47 @@ def test_wide_tables_scroll_inside_the_page_instead_of_overflowing_it() -> None:
 
     rule = _CSS[_CSS.index("table{") : _CSS.index("}", _CSS.index("table{"))]
     assert "overflow-x:auto" in rule and "max-width:100%" in rule
+
+
+def test_trials_are_numbered_from_1_as_the_labs_progress_line_counts_them(
+    tmp_path: Path,
+) -> None:
+    report = experiment(lab_observations(tmp_path / "o.parquet", cpu_effect=0.0, seed=2))
+    page = render_html(report)
+    assert report.observations is not None
+    cpu = {m.metric: m for m in metric_trials(report.observations, report.analysis)}
+    indexes = sorted({v.trial for vs in cpu["cpu_ns_per_request"].by_arm.values() for v in vs})
+    assert indexes[0] == 0  # the lab's index
+    section = page.split("<code>cpu_ns_per_request</code>", 1)[1].split("</section>", 1)[0]
+    table = section.split("<table", 1)[1]
+    shown = re.findall(r'<tr><td class="l">(\d+)</td>', table)
+    assert shown == [str(i + 1) for i in indexes]  # "trial 1 of N" is the first row
+
+
+@pytest.mark.parametrize(
+    ("metric", "unit"),
+    [
+        ("cpu_ns_per_request", "ns per request"),
+        ("latency_p99_us", "µs"),
+        ("anon_memory_bytes", "bytes"),
+        ("goodput_per_s", "per s"),
+        ("error_rate", "share of requests"),
+        ("voluntary_switches_per_request", "per request"),
+        ("p99_latency_ms", "ms"),
+        ("score", ""),
+    ],
+)
+def test_a_metrics_unit_is_read_from_its_name(metric: str, unit: str) -> None:
+    assert metric_unit(metric) == unit
+
+
+def test_the_per_trial_and_series_charts_title_their_axes_with_units(tmp_path: Path) -> None:
+    report = experiment(lab_observations(tmp_path / "o.parquet", cpu_effect=0.0, seed=2))
+    page = render_html(report)
+    shown = re.findall(r'<text class="axis-title"[^>]*>([^<]*)</text>', page)
+    assert (
+        "cpu_ns_per_request (ns per request), per-trial mean" in shown and "trial (from 1)" in shown
+    )
+    assert "latency_us (µs) over batch time" in shown and "time within the batch (s)" in shown
+    # A few trials still get the full width, not a stamp (the dashboard stretches it).
+    assert re.search(r'<svg viewBox="0 0 760 \d+"[^>]*aria-label="cpu_ns_per_request: per', page)

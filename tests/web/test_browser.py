@@ -97,6 +97,37 @@ def test_every_page_renders_a_real_regression_and_a_real_aa_run(
     assert "A/A flagged" in summary and "detects" in summary
     assert re.search(r"\b[01]/1 \(0-\d expected\)", summary), summary
     assert "Certificate:" in page.locator(".report section").first.inner_text()
+    # One numbering of trials for users, from 1 (the lab's progress line says "trial 1 of
+    # 4"): the per-trial tables, the host facts; and one count: the status line's "D of N
+    # trials done" is the report's "D of N trials".
+    first_column = page.evaluate(
+        "() => [...document.querySelectorAll('.report table')]"
+        ".filter(t => t.querySelector('th') && t.querySelector('th').textContent === 'trial')"
+        ".map(t => [...t.querySelectorAll('tr td:first-child')].map(td => td.textContent))"
+    )
+    done = re.search(r"(\d+) of (\d+) trials done", page.locator("#live").inner_text())
+    meta = re.search(r"(\d+) of (\d+) trials", page.locator(".report .meta").first.inner_text())
+    assert done and meta and done.groups() == meta.groups() and done[2] == "4"
+    # A trial left out (its batch spoiled twice) is missing from the tables, not renumbered.
+    assert first_column and all(
+        len(c) == int(done[1]) and c == sorted(c) and set(c) <= {"1", "2", "3", "4"}
+        for c in first_column
+    ), first_column
+    groups = page.locator(".facts-groups").inner_text()
+    assert re.search(r"trial 1,? batch 1", groups) and not re.search(r"(trial|batch) 0\b", groups)
+    # The report's charts use the column (up to 1,000 px), their axes titled with units.
+    column = page.evaluate("() => document.querySelector('.report').clientWidth")
+    drawn = page.eval_on_selector_all(
+        ".report figure svg", "els => els.map(e => e.getBoundingClientRect().width)"
+    )
+    assert drawn and all(w >= 0.95 * min(column, 1000) for w in drawn), (drawn, column)
+    titles = page.eval_on_selector_all(
+        ".report text.axis-title", "els => els.map(e => e.textContent)"
+    )
+    assert (
+        "cpu_ns_per_request (ns per request), per-trial mean" in titles
+        and "trial (from 1)" in titles
+    )
     shoot(page, tmp_path, "experiment")
 
     # The same verdicts in the experiment's self-contained HTML report (`hairline report

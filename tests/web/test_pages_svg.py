@@ -51,3 +51,17 @@ def test_fpr_chart_marks_windows_above_their_band_in_red() -> None:
     red = svg.count('fill="#b91c1c"')
     assert red == sum(p.above_band for p in points) > 0
     assert "<svg" not in fpr_svg("cpu", (), 0.05)
+
+
+def titles(svg: str) -> list[str]:
+    return re.findall(r'<text class="axis-title"[^>]*>([^<]*)</text>', svg)
+
+
+def test_both_charts_say_what_their_axes_measure_and_in_which_unit() -> None:
+    history = history_svg("cpu", [_point(3, 0.001), _point(5, 0.05, "regression")])
+    assert titles(history) == ["A/B experiment (oldest left)", "relative effect (%)"]
+    runs = [AaRun(i, float(i), "no change") for i in range(5)]
+    fpr = fpr_svg("cpu", fpr_over_time(runs, alpha=0.05, window=10), 0.05)
+    assert titles(fpr) == ["A/A run (oldest left)", "false positives (%)"]
+    # Drawn about as wide as the page's column (1,132 px at 1,300): its text is not shrunk.
+    assert 'viewBox="0 0 1100 ' in history and 'viewBox="0 0 1100 ' in fpr

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
 
 from hairline.store.db import Store
 from hairline.store.models import Experiment, Service, Trial, VerdictRow
+from hairline.store.observations import write_observations
 
 
 def seed(
@@ -43,3 +48,23 @@ def seed(
                 )
             )  # fmt: skip
         return e.id
+
+
+def observe(
+    store: Store, experiment_id: int, folder: Path, *, rng: np.random.Generator,
+    effect: float = 0.0, metric: str = "cpu_ns_per_request",
+) -> None:  # fmt: skip
+    """Give each done trial of a seeded experiment an observations file as the lab writes
+    one: ``metric`` per arm (A, B) with 1% noise, B ``effect`` (relative) above A."""
+    with store.transaction() as session:
+        trials = session.query(Trial).filter_by(experiment_id=experiment_id, state="done").all()
+        for trial in trials:
+            rows = {
+                "trial": [trial.index] * 2,
+                "arm": ["A", "B"],
+                "metric": [metric] * 2,
+                "value": [1000 * rng.normal(1, 0.01), 1000 * (1 + effect) * rng.normal(1, 0.01)],
+            }
+            path = folder / f"e{experiment_id}t{trial.index}.parquet"
+            write_observations(path, pa.table(rows))
+            trial.observations = str(path)

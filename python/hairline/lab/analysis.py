@@ -52,6 +52,7 @@ __all__ = [
     "AnalysisOptions",
     "MetricAnalysis",
     "analyze",
+    "history_choice",
     "history_runs",
     "host_pair_trials",
 ]
@@ -174,6 +175,24 @@ def history_runs(history: Observations, metric: str) -> list[MetricSample]:
     return runs
 
 
+def history_choice(
+    history: list[MetricSample], *, alpha: float, rng: np.random.Generator
+) -> tuple[str | None, str]:
+    """What adaptive selection makes of a metric's A/A runs: the best model and why, or
+    None and why none (fewer than two runs, or no model qualified), in which case the
+    analysis falls back to :func:`hairline.stats.fallback_model`. The A/A health page
+    shows this same choice."""
+    if len(history) < 2:
+        return None, "adaptive: no A/A history for this metric"
+    with warnings.catch_warnings():
+        # Models that cannot run on these runs are scored as such, not shouted about.
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        selection = select_model(history, rng=rng, alpha=alpha)
+    if selection.best is not None:
+        return selection.best, f"adaptive: best of {len(history)} A/A runs"
+    return None, f"adaptive: no model qualified on the A/A runs ({selection.reason})"
+
+
 def _choose(
     metric: str,
     sample: MetricSample,
@@ -183,16 +202,9 @@ def _choose(
 ) -> tuple[str, str]:
     if options.model != "adaptive":
         return options.model, "chosen by the user"
-    if len(history) >= 2:
-        with warnings.catch_warnings():
-            # Models that cannot run on these runs are scored as such, not shouted about.
-            warnings.simplefilter("ignore", DegenerateDataWarning)
-            selection = select_model(history, rng=rng, alpha=options.alpha)
-        if selection.best is not None:
-            return selection.best, f"adaptive: best of {len(history)} A/A runs"
-        reason = f"adaptive: no model qualified on the A/A runs ({selection.reason})"
-    else:
-        reason = "adaptive: no A/A history for this metric"
+    best, reason = history_choice(history, alpha=options.alpha, rng=rng)
+    if best is not None:
+        return best, reason
     return fallback_model(sample, alpha=options.alpha), reason + "; fallback model"
 
 

@@ -19,16 +19,18 @@ experiment waits ("waiting: Ray head unreachable") until a later attempt finds a
 from __future__ import annotations
 
 import contextlib
+import shutil
 import traceback
 from collections.abc import Collection
 from pathlib import Path
 from typing import Literal
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from hairline.arms.remote import HostLost
 from hairline.config import ArmConfig
-from hairline.errors import HairlineError
+from hairline.errors import BuildFailed, HairlineError
 from hairline.hosts.inventory import (
     Allocation,
     Waiting,
@@ -260,7 +262,15 @@ def _build(ctx: Context) -> None:
         def output(line: str, arm_name: str = name) -> None:
             ctx.emit("build", f"{arm_name}: {line.rstrip()}")
 
-        result = build(spec, cache, timeout_s=service.build.timeout_s, on_output=output)
+        try:
+            result = build(spec, cache, timeout_s=service.build.timeout_s, on_output=output)
+        except BuildFailed as err:
+            # The arms built before it keep their builds and logs on the record too.
+            with ctx.store.transaction() as session:
+                for built, done in results.items():
+                    _record_build(session, ctx, built, done)
+            _keep_failed_log(ctx, name, err.log)
+            raise
         results[name] = result
         ctx.emit(
             "build",
@@ -270,19 +280,7 @@ def _build(ctx: Context) -> None:
     with ctx.store.transaction() as session:
         transition(session, ctx.options.owner, ctx.id, clock=ctx.options.clock)
         for name, result in results.items():
-            session.execute(
-                update(Arm)
-                .where(Arm.experiment_id == ctx.id, Arm.name == name)
-                .values(
-                    build_key=result.key,
-                    build_cached=result.cached,
-                    artifact=str(result.artifact),
-                    build_log=str(result.log) if result.log else None,
-                    source=result.source
-                    if ctx.row.kind == "ab" or name == ctx.arm_names[0]
-                    else f"same as {ctx.arm_names[0]}",
-                )
-            )
+            _record_build(session, ctx, name, result)
             if session.get(Build, result.key) is None:
                 session.add(
                     Build(
@@ -296,6 +294,40 @@ def _build(ctx: Context) -> None:
                         created_at=ctx.options.clock(),
                     )
                 )
+
+
+def _record_build(session: Session, ctx: Context, name: str, result: BuildResult) -> None:
+    session.execute(
+        update(Arm)
+        .where(Arm.experiment_id == ctx.id, Arm.name == name)
+        .values(
+            build_key=result.key,
+            build_cached=result.cached,
+            artifact=str(result.artifact),
+            build_log=str(result.log) if result.log else None,
+            source=result.source
+            if ctx.row.kind == "ab" or name == ctx.arm_names[0]
+            else f"same as {ctx.arm_names[0]}",
+        )
+    )
+
+
+def _keep_failed_log(ctx: Context, arm: str, log: Path | None) -> None:
+    """Copy a failed build's log (kept in the build cache's ``failed/``, shared by every
+    experiment) into the experiment's own folder and record it as the arm's build log, so
+    that the experiment's page links it (web/views_experiments.py serves recorded logs)."""
+    if log is None or not log.is_file():
+        return
+    # Named by the arm's position, not its name: no name from a file becomes a path.
+    kept = ctx.row.artifacts_dir / f"build-failed-{ctx.arm_names.index(arm)}.log"
+    with contextlib.suppress(OSError):
+        shutil.copyfile(log, kept)
+        with ctx.store.transaction() as session:
+            session.execute(
+                update(Arm)
+                .where(Arm.experiment_id == ctx.id, Arm.name == arm)
+                .values(build_log=str(kept))
+            )
 
 
 # -- run --------------------------------------------------------------------------------

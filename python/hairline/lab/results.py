@@ -11,9 +11,11 @@ import contextlib
 import json
 import math
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import delete, select
@@ -22,7 +24,14 @@ from sqlalchemy.orm import Session
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError
 from hairline.kit.jsonout import to_jsonable, write_json
-from hairline.lab.analysis import Analysis, AnalysisOptions, MetricAnalysis, analyze
+from hairline.lab.analysis import (
+    Analysis,
+    AnalysisOptions,
+    MetricAnalysis,
+    analyze,
+    history_choice,
+    history_runs,
+)
 from hairline.stats.certificate import AaRecord, aa_record, is_false_positive
 from hairline.stats.data import Comparison
 from hairline.stats.sequential import FIRST_LOOK, settled
@@ -36,8 +45,10 @@ from hairline.store.observations import (
 )
 
 __all__ = [
+    "HistoryModel",
     "aa_experiments",
     "aa_history",
+    "aa_model_choices",
     "analysis_options",
     "analyze_experiment",
     "experiment_observations",
@@ -96,6 +107,35 @@ def aa_history(
         return None
     combined = pa.concat_tables(tables, promote_options="permissive")
     return observations_from_table(combined, source=f"A/A history of {service}")
+
+
+@dataclass(frozen=True)
+class HistoryModel:
+    """The model adaptive selection picks for one metric from its service's A/A history."""
+
+    metric: str
+    model: str | None  # None: too few runs or no model qualified; each A/B then falls back
+    reason: str
+    runs: int  # the A/A runs of the metric in the history
+
+
+def aa_model_choices(
+    store: Store, service: str, *, ids: list[int], alpha: float, seed: int = 0
+) -> dict[str, HistoryModel]:
+    """Per metric, the model the next A/B of ``service`` analysed with ``model =
+    "adaptive"`` would choose from the A/A experiments ``ids`` (its history: every
+    finished A/A, :func:`aa_experiments`), and why: the analysis's own rule
+    (:func:`~hairline.lab.analysis.history_choice`) on the same runs. Where it names no
+    model, the A/B falls back to one chosen by its own trials and hosts."""
+    history = aa_history(store, service, ids=ids)
+    if history is None:
+        return {}
+    chosen = {}
+    for metric in sorted(pc.unique(history.table.column("metric")).to_pylist()):
+        runs = history_runs(history, str(metric))
+        best, reason = history_choice(runs, alpha=alpha, rng=np.random.default_rng(seed))
+        chosen[str(metric)] = HistoryModel(str(metric), best, reason, len(runs))
+    return chosen
 
 
 def analysis_options(config: ExperimentConfig) -> AnalysisOptions:

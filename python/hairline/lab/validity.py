@@ -22,11 +22,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ArmReading", "arm_steal_shares", "batch_problems"]
+__all__ = ["GATE_FAILURES", "ArmReading", "arm_steal_shares", "batch_problems"]
 
 # Gates whose failure spoils a comparison; the others (late_sends, poisson_fit) hit every
 # target alike.
 SPOILING_GATES = ("rate", "dropped")
+# What a failed engine gate means, in words that cannot be read as a pass: the engine's
+# detail alone once read like one ("achieved rate is within 1.45% of the scheduled rate",
+# its rate gate failing at a 1% limit). The batch's reason and the report's notes
+# (report/context/notes.py) both lead with it.
+GATE_FAILURES = {
+    "rate": "a target did not get the scheduled rate",
+    "dropped": "requests were dropped at the in-flight limit",
+    "poisson_fit": "the send times did not follow the Poisson schedule",
+}
 # cgroup CPU is exact; allow for the reading straddling the measured wall time.
 _CPU_SLACK = 1.05
 # How much more of its CPUs' wall time the hypervisor may take from one arm than from
@@ -68,9 +77,10 @@ def batch_problems(
     failed gates as (name, detail); ``steal_share`` the share of each arm's CPUs' wall time
     the hypervisor took (``arm_steal_shares``)."""
     problems = [
-        f"load gate {name} failed ({detail})" for name, detail in failed_gates
+        f"load gate {name} failed: {GATE_FAILURES[name]} (engine: {detail})"
+        for name, detail in failed_gates
         if name in SPOILING_GATES
-    ]  # fmt: skip
+    ]
     for arm, r in readings.items():
         if not r.running:
             problems.append(f"arm {arm} was not running at the end of the measurement")

@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from hairline import __version__
 from hairline.store.db import Store
+from hairline.web.aamodels import HistoryModels
 from hairline.web.auth import Principal
 from hairline.web.deps import DOCS_PATH, OPENAPI_PATH, require
 from hairline.web.limits import RequestLimits
@@ -41,6 +42,8 @@ def create_app(
     caller to its rate (default :class:`RateLimiter`'s)."""
     from hairline.web import api, metrics, pages
 
+    aa_models = HistoryModels(store)
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         task = None
@@ -49,6 +52,7 @@ def create_app(
         try:
             yield
         finally:
+            aa_models.close()
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -65,6 +69,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.store = store
+    app.state.aa_models = aa_models  # the A/A page's model choices (web/aamodels.py)
     # Outermost: a request's rate, token and size are checked before anything reads its body.
     app.add_middleware(
         RequestLimits, store=store, limiter=limiter if limiter is not None else RateLimiter()

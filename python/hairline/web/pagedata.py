@@ -1,6 +1,6 @@
 """What the dashboard's pages read beyond the experiment list (web/queries.py): an
 experiment's hosts per batch and its build logs, a service's metric history, and the A/A
-runs and chosen models that the A/A health page draws. Each read is a few indexed queries
+runs that the A/A health page draws. Each read is a few indexed queries
 bounded by a limit, whatever the number of experiments."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 
 from hairline.config.policy import parse_threshold
 from hairline.errors import HairlineError
@@ -22,15 +22,16 @@ from hairline.web.health import AaRun
 
 __all__ = [
     "BatchHosts",
-    "ChosenModel",
+    "BuildLog",
     "HistoryPoint",
+    "ServiceOverview",
     "aa_runs",
     "arm_build_logs",
-    "chosen_models",
     "experiment_hosts",
     "metric_history",
     "relative_threshold",
     "service_names",
+    "service_overview",
 ]
 
 _E = Experiment
@@ -98,15 +99,25 @@ def experiment_hosts(store: Store, experiment_id: int) -> tuple[BatchHosts, ...]
     )
 
 
-def arm_build_logs(store: Store, experiment_id: int) -> dict[str, Path]:
-    """Each built arm's recorded build log (the only files the log route serves)."""
+@dataclass(frozen=True)
+class BuildLog:
+    """An arm's recorded build log: the build's, or a failed build's kept in the
+    experiment's folder (lab/processor.py)."""
+
+    path: Path
+    failed: bool  # the build failed: the arm has no build
+
+
+def arm_build_logs(store: Store, experiment_id: int) -> dict[str, BuildLog]:
+    """Each built (or failed) arm's recorded build log: the only files the log route
+    serves."""
     with store.autocommit() as connection:
         rows = connection.execute(
-            select(Arm.name, Arm.build_log)
+            select(Arm.name, Arm.build_log, Arm.build_key)
             .where(Arm.experiment_id == experiment_id, Arm.build_log.is_not(None))
             .order_by(Arm.position)
         ).all()
-    return {name: Path(log) for name, log in rows if log}
+    return {name: BuildLog(Path(log), failed=key is None) for name, log, key in rows if log}
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,51 @@ def service_names(store: Store, teams: Collection[str] | None) -> list[str]:
     )
     with store.autocommit() as connection:
         return sorted(connection.scalars(query).all())
+
+
+@dataclass(frozen=True)
+class ServiceOverview:
+    """One row of /services: a service's experiments the principal may see."""
+
+    name: str
+    experiments: int
+    aa_runs: int  # finished A/A runs: its model choice's history
+    last_id: int  # the newest experiment
+    last_phase: str
+    last_at: float  # when the newest was created (Unix s)
+    open_regressions: int  # as the regressions page counts them
+
+
+def service_overview(
+    store: Store, teams: Collection[str] | None, open_regressions: dict[str, int]
+) -> list[ServiceOverview]:
+    """Each service with an experiment the principal may see, by name: how many, its
+    newest, its finished A/A runs; ``open_regressions`` per service from web/triage.py."""
+    aa_done = func.sum(case((and_(_E.kind == "aa", _E.phase == "done"), 1), else_=0))
+    query = _teams(
+        select(Service.name, func.count(_E.id), aa_done, func.max(_E.id))
+        .join(_E, _E.service_id == Service.id)
+        .group_by(Service.name),
+        teams,
+    )
+    with store.autocommit() as connection:
+        counts = connection.execute(query).all()
+        newest = {
+            row.id: row
+            for row in connection.execute(
+                select(_E.id, _E.phase, _E.created_at).where(
+                    _E.id.in_(tuple(last for *_, last in counts))
+                )
+            ).all()
+        }
+    return [
+        ServiceOverview(
+            name=name, experiments=int(n), aa_runs=int(aa or 0), last_id=last,
+            last_phase=newest[last].phase, last_at=newest[last].created_at,
+            open_regressions=open_regressions.get(name, 0),
+        )
+        for name, n, aa, last in sorted(counts)
+    ]  # fmt: skip
 
 
 def _done_ids(service: str | None, kind: str, teams: Collection[str] | None, limit: int) -> Any:
@@ -232,30 +288,3 @@ def _alpha(spec: str) -> float:
     except (ValueError, KeyError, TypeError):
         return 0.05
     return float(alpha) if isinstance(alpha, int | float) and 0 < alpha < 1 else 0.05
-
-
-@dataclass(frozen=True)
-class ChosenModel:
-    experiment_id: int  # the newest finished A/B experiment of the service
-    model: str
-    reason: str
-
-
-def chosen_models(
-    store: Store, teams: Collection[str] | None
-) -> dict[tuple[str, str], ChosenModel]:
-    """Per (service, metric): the model the newest finished A/B experiment's verdict used,
-    and why the analysis chose it (adaptive selection reads the A/A history)."""
-    newest = _teams(
-        select(func.max(_E.id).label("id")).where(_E.kind == "ab", _E.phase == "done"), teams
-    ).group_by(_E.service_id)
-    with store.autocommit() as connection:
-        rows = connection.execute(
-            select(Service.name, VerdictRow.metric, VerdictRow.experiment_id,
-                   VerdictRow.model, VerdictRow.model_reason)
-            .join(_E, _E.id == VerdictRow.experiment_id)
-            .join(Service, Service.id == _E.service_id)
-            .where(VerdictRow.experiment_id.in_(newest.scalar_subquery()), VerdictRow.deciding)
-            .order_by(VerdictRow.id)
-        ).all()  # fmt: skip
-    return {(s, m): ChosenModel(eid, model, reason) for s, m, eid, model, reason in rows}

@@ -36,11 +36,13 @@ __all__ = [
     "GateInconclusive",
     "GateRegression",
     "Page",
+    "TrialCounts",
     "experiment_team",
     "gate_of",
     "list_experiments",
     "service_teams",
     "set_gate_policy",
+    "trial_counts",
 ]
 
 # The gate's answers; the list filters by the same words.
@@ -250,6 +252,40 @@ def _counts(connection: Any, ids: list[int]) -> dict[str, dict[int, int]]:
         ).all()
     )
     return {"trials": trials, "done": done, "regressions": regressions, "blocking": blocking}
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    """An experiment's trials by state: what its status line says, in the same terms as
+    the list's ``done/planned`` column and the report's "6 of 7 trials"."""
+
+    planned: int
+    done: int  # measured and analysed
+    left_out: int  # excluded: every attempt's batch was spoiled
+    not_needed: int  # skipped: a sequential design settled before them
+    running: int
+
+    @property
+    def shown(self) -> int:
+        """The "of N" of "D of N trials": those planned, less those a sequential design
+        found it did not need (the report counts the trials it ran the same way)."""
+        return self.planned - self.not_needed
+
+
+def trial_counts(store: Store, experiment_id: int) -> TrialCounts:
+    with store.autocommit() as connection:
+        by_state = dict(
+            connection.execute(
+                select(Trial.state, func.count())
+                .where(Trial.experiment_id == experiment_id)
+                .group_by(Trial.state)
+            ).all()
+        )
+    return TrialCounts(
+        planned=sum(by_state.values()), done=by_state.get("done", 0),
+        left_out=by_state.get("excluded", 0), not_needed=by_state.get("skipped", 0),
+        running=by_state.get("running", 0),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from hairline.report.html.charts import (
     VERDICT_COLOURS,
+    axis_title,
     esc,
     frame,
     num,
@@ -22,9 +23,11 @@ from hairline.web.pagedata import HistoryPoint
 
 __all__ = ["fpr_svg", "history_svg"]
 
-_W, _H = 640, 190
+# Drawn at about the width the page gives a chart (one chart a row, in a 1,180 px column),
+# so that its text shows at the page's own size, not scaled down.
+_W, _H = 1100, 240
 CHANGE_COLOUR = "#7c3aed"
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 16, 34
+_LEFT, _RIGHT, _TOP, _BOTTOM = 76, 16, 16, 50
 
 
 def _columns(n: int) -> tuple[float, float]:
@@ -45,13 +48,17 @@ def _y_axis(low: float, high: float, unit: str, y: Callable[[float], float]) -> 
     return body
 
 
-def _x_labels(ids: Sequence[int], step: float, x0: float) -> list[str]:
-    every = max(1, math.ceil(len(ids) / 12))
+def _x_labels(ids: Sequence[int], step: float, x0: float, title: str) -> list[str]:
+    every = max(1, math.ceil(len(ids) / 20))
     return [
         text_at(x0 + i * step, _H - _BOTTOM + 16, f"#{eid}")
         for i, eid in enumerate(ids)
         if i % every == 0 or i == len(ids) - 1
-    ]
+    ] + [axis_title((_LEFT + _W - _RIGHT) / 2, _H - 8, title)]
+
+
+def _y_title(title: str) -> str:
+    return axis_title(16, _TOP + (_H - _TOP - _BOTTOM) / 2, title, vertical=True)
 
 
 def history_svg(
@@ -107,7 +114,8 @@ def history_svg(
             f"<title>{esc(title)}</title></circle></a>"
         )
     body += _change_marks(changes, len(points), step, x0, y)
-    body += _x_labels([p.experiment_id for p in points], step, x0)
+    body += _x_labels([p.experiment_id for p in points], step, x0, "A/B experiment (oldest left)")
+    body.append(_y_title("relative effect (%)"))
     return frame(_W, _H, f"{metric}: relative effect per experiment", body)
 
 
@@ -181,5 +189,6 @@ def fpr_svg(metric: str, points: Sequence[FprPoint], alpha: float) -> str:
             f'cy="{num(y(p.rate))}" r="3.5" fill="{colour}"><title>{esc(title)}</title>'
             "</circle></a>"
         )
-    body += _x_labels([p.experiment_id for p in points], step, x0)
+    body += _x_labels([p.experiment_id for p in points], step, x0, "A/A run (oldest left)")
+    body.append(_y_title("false positives (%)"))
     return frame(_W, _H, f"{metric}: A/A false-positive rate over time", body)

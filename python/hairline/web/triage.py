@@ -8,8 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, func, select
 
 from hairline.errors import HairlineError
 from hairline.store.db import Store
@@ -21,6 +22,7 @@ __all__ = [
     "AuditLine",
     "RegressionRow",
     "audit_trail",
+    "open_regression_counts",
     "regressions",
     "triage",
     "triage_target",
@@ -52,15 +54,36 @@ def regressions(
 ) -> list[RegressionRow]:
     """The newest ``limit`` deciding regressions: open ones only, or with ``triaged`` the
     acknowledged and ignored ones too."""
+    query = _deciding_regressions(
+        select(VerdictRow.experiment_id, Service.name, _E.team, VerdictRow.metric,
+               VerdictRow.candidate, VerdictRow.relative_effect, VerdictRow.ci_low,
+               VerdictRow.ci_high, _E.finished_at, Triage.state, Triage.actor, Triage.note),
+        teams, triaged=triaged,
+    )  # fmt: skip
+    query = query.order_by(VerdictRow.experiment_id.desc(), VerdictRow.id).limit(limit)
+    with store.autocommit() as connection:
+        return [RegressionRow(*tuple(row)) for row in connection.execute(query).all()]
+
+
+def open_regression_counts(store: Store, teams: Collection[str] | None) -> dict[str, int]:
+    """Per service, its open regressions: the rows the regressions page lists."""
+    query = _deciding_regressions(
+        select(Service.name, func.count()), teams, triaged=False
+    ).group_by(Service.name)
+    with store.autocommit() as connection:
+        return {name: int(count) for name, count in connection.execute(query).all()}
+
+
+def _deciding_regressions(query: Any, teams: Collection[str] | None, *, triaged: bool) -> Any:
+    """``query`` over the deciding regressions of finished experiments (with their
+    experiment, service and triage joined): open ones only unless ``triaged``."""
     on = and_(
         Triage.experiment_id == VerdictRow.experiment_id,
         Triage.metric == VerdictRow.metric,
         Triage.candidate == VerdictRow.candidate,
     )
     query = (
-        select(VerdictRow.experiment_id, Service.name, _E.team, VerdictRow.metric,
-               VerdictRow.candidate, VerdictRow.relative_effect, VerdictRow.ci_low,
-               VerdictRow.ci_high, _E.finished_at, Triage.state, Triage.actor, Triage.note)
+        query.select_from(VerdictRow)
         .join(_E, _E.id == VerdictRow.experiment_id)
         .join(Service, Service.id == _E.service_id)
         .outerjoin(Triage, on)
@@ -68,14 +91,12 @@ def regressions(
         # A bisection's steps are its means, not findings: its result names the culprit
         # (an A/A-like first step's chance flag once showed here as an open regression).
         .where(_E.origin != "bisect")
-    )  # fmt: skip
+    )
     if teams is not None:
         query = query.where(_E.team.in_(tuple(teams)))
     if not triaged:
         query = query.where(Triage.id.is_(None))
-    query = query.order_by(VerdictRow.experiment_id.desc(), VerdictRow.id).limit(limit)
-    with store.autocommit() as connection:
-        return [RegressionRow(*tuple(row)) for row in connection.execute(query).all()]
+    return query
 
 
 def triage_target(experiment_id: int, metric: str, candidate: str) -> str:

@@ -19,14 +19,19 @@ from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.responses import FileResponse, Response
 
 from hairline.errors import HairlineError
-from hairline.lab.status import standing
 from hairline.report.experiment import load_report
 from hairline.report.html.page import REPORT_CSS, report_body
 from hairline.store.models import ACTIVE_PHASES, PHASES
 from hairline.web.auth import Principal
 from hairline.web.deps import principal, store_of
 from hairline.web.pagedata import arm_build_logs, experiment_hosts, service_names
-from hairline.web.queries import GATE_ANSWERS, ExperimentFilter, experiment_team, gate_of
+from hairline.web.queries import (
+    GATE_ANSWERS,
+    ExperimentFilter,
+    experiment_team,
+    gate_of,
+    trial_counts,
+)
 from hairline.web.queries import list_experiments as query_experiments
 from hairline.web.templating import Markup, page, teams_of
 
@@ -121,12 +126,11 @@ def _visible(request: Request, who: Principal, experiment_id: int) -> None:
 
 def _live(request: Request, experiment_id: int) -> dict[str, Any]:
     gate = gate_of(store_of(request), experiment_id)
-    stand = standing(store_of(request), experiment_id)
     return {
         "experiment_id": experiment_id,
         "phase": gate.phase,
         "progress": gate.progress,
-        "trials_ended": stand.trials_ended,
+        "trials": trial_counts(store_of(request), experiment_id),
         "gate": gate,
         "active": gate.phase in ACTIVE_PHASES,
     }
@@ -142,7 +146,7 @@ def experiment(request: Request, who: Who, experiment_id: int) -> Response:
         request, "experiment.html", who, report=report,
         report_css=Markup(REPORT_CSS), report_body=Markup(report_body(report)),
         hosts=experiment_hosts(store, experiment_id),
-        logs={arm: path.is_file() for arm, path in logs.items()},
+        logs={arm: (log.path.is_file(), log.failed) for arm, log in logs.items()},
         **_live(request, experiment_id),
     )  # fmt: skip
 
@@ -163,7 +167,8 @@ def experiment_live(request: Request, who: Who, experiment_id: int) -> Response:
 def build_log(request: Request, who: Who, experiment_id: int, arm: str) -> Response:
     """The build log the lab recorded for this arm, and no other file."""
     _visible(request, who, experiment_id)
-    path: Path | None = arm_build_logs(store_of(request), experiment_id).get(arm)
+    log = arm_build_logs(store_of(request), experiment_id).get(arm)
+    path: Path | None = None if log is None else log.path
     if path is None or not path.is_file():
         raise HTTPException(
             status.HTTP_404_NOT_FOUND, f"experiment {experiment_id} has no build log for {arm}"

@@ -1,7 +1,7 @@
-"""The pages over many experiments: a service's metric history with its change points
-(/services/NAME) and the
-A/A health of every service and metric (/aa): the false-positive rate over a rolling
-window of A/A runs against its binomial band, and the model the newest A/B used."""
+"""The pages over many experiments: the services (/services), a service's metric history
+with its change points (/services/NAME) and the A/A health of every service and metric
+(/aa): the false-positive rate over a rolling window of A/A runs against its binomial
+band, and the model adaptive selection chooses from those A/A runs (web/aamodels.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.responses import Response
 
+from hairline.lab.results import HistoryModel
+from hairline.web.aamodels import HistoryModels, Scored
 from hairline.web.auth import Principal
 from hairline.web.changes import history_changes
 from hairline.web.deps import principal, store_of
 from hairline.web.health import FprPoint, fpr_over_time
-from hairline.web.pagedata import ChosenModel, aa_runs, chosen_models, metric_history, service_names
+from hairline.web.pagedata import aa_runs, metric_history, service_names, service_overview
 from hairline.web.svg import fpr_svg, history_svg
 from hairline.web.templating import Markup, page, teams_of
+from hairline.web.triage import open_regression_counts
 
 __all__ = ["AA_WINDOW_RUNS", "router"]
 
@@ -30,8 +33,9 @@ AA_WINDOW_RUNS = 20
 
 @router.get("/services")
 def services(request: Request, who: Who) -> Response:
-    names = service_names(store_of(request), teams_of(who))
-    return page(request, "services.html", who, services=names)
+    store = store_of(request)
+    rows = service_overview(store, teams_of(who), open_regression_counts(store, teams_of(who)))
+    return page(request, "services.html", who, services=rows)
 
 
 @router.get("/services/{name}")
@@ -56,17 +60,26 @@ class MetricHealthView:
     alpha: float
     points: tuple[FprPoint, ...]
     chart: Markup
-    model: ChosenModel | None
+    # None while the service's A/A runs are being scored (web/aamodels.py); a Scored
+    # without this metric: its runs kept no observations of it.
+    scored: Scored | None
+
+    @property
+    def model(self) -> HistoryModel | None:
+        return None if self.scored is None else self.scored.models.get(self.metric)
 
 
 @router.get("/aa")
 def aa_health(request: Request, who: Who) -> Response:
     store = store_of(request)
+    models: HistoryModels = request.app.state.aa_models
     runs, alphas = aa_runs(store, teams_of(who))
-    models = chosen_models(store, teams_of(who))
     rows = []
+    scored: dict[tuple[str, float], Scored | None] = {}
     for (service_name, metric), found in runs.items():
         alpha = alphas.get(service_name, 0.05)
+        if (service_name, alpha) not in scored:
+            scored[(service_name, alpha)] = models.choices(service_name, alpha=alpha)
         points = fpr_over_time(found, alpha=alpha, window=AA_WINDOW_RUNS)
         rows.append(
             MetricHealthView(
@@ -75,7 +88,8 @@ def aa_health(request: Request, who: Who) -> Response:
                 alpha=alpha,
                 points=points,
                 chart=Markup(fpr_svg(metric, points, alpha)),
-                model=models.get((service_name, metric)),
+                scored=scored[(service_name, alpha)],
             )
         )
-    return page(request, "aa.html", who, rows=rows, window=AA_WINDOW_RUNS)
+    scoring = any(r.scored is None for r in rows)
+    return page(request, "aa.html", who, rows=rows, window=AA_WINDOW_RUNS, scoring=scoring)

@@ -330,6 +330,7 @@ def _build_locked(
         return BuildFailed(
             f"build of {source} failed: {reason}{shown}",
             hint=f"the full build log is {failed_log}",
+            log=failed_log,
         )
 
     worktree_added = False

@@ -5,16 +5,19 @@ engine's load gates that failed, what else ran at the same time, and what change
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hairline.hosts.similar import mismatches
 from hairline.lab.concurrency import Overlap
+from hairline.lab.validity import GATE_FAILURES
 from hairline.report.context.model import HostReport
 
 __all__ = [
     "Seat",
+    "batch_text",
     "handover_notes",
     "host_notes",
     "late_ticks_steal_explains",
@@ -142,14 +145,14 @@ def load_notes(
     notes = []
     for name, hits in sorted(failed.items()):
         value, batch, detail = max(hits)
-        what = _GATE_FAILURES.get(name, "failed")
+        what = GATE_FAILURES.get(name, "failed")
         if name == "late_sends":
             what = _late_sends_cause(
                 [batch for _, batch, _ in hits], summaries, engine_steal_ms or {}
             )
         notes.append(
             f"load gate {name} failed in {len(hits)} of {len(summaries)} batches: {what} "
-            f"(worst {batch}: {detail}); the measurements are kept"
+            f"(worst {batch_text(batch)}: {detail}); the measurements are kept"
         )
     return tuple(notes)
 
@@ -193,14 +196,20 @@ def _late_sends_cause(
     )
 
 
-# What a failed engine gate means, in words that cannot be read as a pass (a detail such
-# as "within 10.12% of the scheduled rate" alone once read like one). Late sends are
-# described by _late_sends_cause.
-_GATE_FAILURES = {
-    "rate": "a target did not get the scheduled rate",
-    "dropped": "requests were dropped at the in-flight limit",
-    "poisson_fit": "the send times did not follow the Poisson schedule",
-}
+_BATCH_NAME = re.compile(r"t(\d+)b(\d+)(?:a(\d+))?")
+
+
+def batch_text(name: str) -> str:
+    """A batch's run name (``t0b1``, ``t0b1a2`` as the runner names its files: trial and
+    batch indexes from 0, attempts counted from 1) as a reader counts: ``trial 1 batch 2``
+    (``attempt 2``), every number from 1 as everywhere they are shown; another name as it
+    is."""
+    found = _BATCH_NAME.fullmatch(name)
+    if found is None:
+        return name
+    trial, batch, attempt = found.groups()
+    text = f"trial {int(trial) + 1} batch {int(batch) + 1}"
+    return text + (f" attempt {int(attempt)}" if attempt is not None else "")
 
 
 def trials_text(trials: Sequence[int]) -> str:

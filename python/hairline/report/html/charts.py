@@ -23,14 +23,17 @@ from hairline.store.observations import Observations
 
 __all__ = [
     "SERIES_BUCKETS",
+    "TRIALS_WIDTH_PX",
     "VERDICT_COLOURS",
     "arm_colours",
     "axes_with_zero",
     "axis_ticks",
+    "axis_title",
     "esc",
     "frame",
     "interval_svg",
     "legend",
+    "metric_unit",
     "num",
     "series_svg",
     "text_at",
@@ -38,9 +41,12 @@ __all__ = [
     "trial_name",
     "trial_order",
     "trials_svg",
+    "value_title",
 ]
 
 SERIES_BUCKETS = 200
+# The per-trial and series charts' width; the dashboard stretches them to its column.
+TRIALS_WIDTH_PX = 760
 
 _ARM_COLOURS = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be123c")
 VERDICT_COLOURS = {
@@ -69,6 +75,45 @@ def frame(width: int, height: int, label: str, body: Sequence[str]) -> str:
 
 def text_at(x: float, y: float, text: str, *, anchor: str = "middle") -> str:
     return f'<text x="{num(x)}" y="{num(y)}" text-anchor="{anchor}">{esc(text)}</text>'
+
+
+def axis_title(
+    x: float, y: float, text: str, *, vertical: bool = False, anchor: str = "middle"
+) -> str:
+    """An axis's title (what it measures, in which unit): under the x axis, along the y
+    axis turned a quarter (``vertical``), or above it (``anchor="start"``: a metric's
+    name and unit are longer than a short chart is high)."""
+    turn = f' transform="rotate(-90 {num(x)} {num(y)})"' if vertical else ""
+    return (
+        f'<text class="axis-title" x="{num(x)}" y="{num(y)}" text-anchor="{anchor}"{turn}>'
+        f"{esc(text)}</text>"
+    )
+
+
+# Units by the words metric names end with (names carry their units: cpu_ns_per_request,
+# latency_p99_us, anon_memory_bytes, goodput_per_s).
+_UNIT_WORDS = {"ns": "ns", "us": "µs", "ms": "ms", "s": "s", "bytes": "bytes"}
+
+
+def metric_unit(metric: str) -> str:
+    """The unit of ``metric``'s values as its name says it: ``ns per request``, ``µs``,
+    ``bytes``, ``per s``, ``share of requests`` for a rate; "" when the name says none."""
+    words = metric.lower().split("_")
+    per = ""
+    if words[-2:] == ["per", "request"]:
+        per, words = "per request", words[:-2]
+    elif words[-2:] == ["per", "s"]:
+        return "per s"
+    if words and words[-1] == "rate":
+        return "share of requests"
+    unit = next((_UNIT_WORDS[w] for w in reversed(words) if w in _UNIT_WORDS), "")
+    return f"{unit} {per}".strip()
+
+
+def value_title(metric: str) -> str:
+    """A value axis's title: the metric and its unit."""
+    unit = metric_unit(metric)
+    return f"{metric} ({unit})" if unit else metric
 
 
 def axes_with_zero(
@@ -194,10 +239,12 @@ def trials_svg(trials: MetricTrials, colours: dict[str, str]) -> str:
     top, bottom = max(values), min(values)
     pad = (top - bottom) * 0.1 or max(abs(top) * 0.01, 1e-9)
     top, bottom = top + pad, bottom - pad
-    left, top_px, plot_h = 70, 22, 120
-    width = min(720, max(320, left + 20 + 44 * len(labels)))
+    # As wide as the series chart below it, whatever the number of trials: the axes carry
+    # titles with units, and a few trials are not squeezed into a stamp.
+    left, top_px, plot_h = 84, 22, 150
+    width = TRIALS_WIDTH_PX
     step = (width - left - 20) / max(len(labels), 1)
-    height = top_px + plot_h + 30
+    height = top_px + plot_h + 44
 
     def y(v: float) -> float:
         return top_px + (top - v) / (top - bottom) * plot_h
@@ -236,14 +283,23 @@ def trials_svg(trials: MetricTrials, colours: dict[str, str]) -> str:
             )
         if i % every == 0:
             body.append(text_at(x(i), top_px + plot_h + 16, trial_name(label)))
-    body.append(text_at(left, 12, "per-trial mean", anchor="start"))
+    body += [
+        axis_title(8, 12, f"{value_title(trials.metric)}, per-trial mean", anchor="start"),
+        axis_title(left + (width - left - 20) / 2, top_px + plot_h + 36, "trial (from 1)"),
+    ]
     body += legend(arms, colours, width)
     return frame(width, height, f"{trials.metric}: per-trial values", body)
 
 
 def trial_name(label: object) -> str:
-    """A trial as shown: its label, or ``all`` when the observations have no trials."""
-    return "all" if label is None else str(label)
+    """A trial as shown: numbered from 1, as the lab's progress line and notes number them
+    (the observations' ``trial`` column is the lab's index, from 0); ``all`` when the
+    observations have no trials; any other label as it is."""
+    if label is None:
+        return "all"
+    if isinstance(label, int) and not isinstance(label, bool):
+        return str(label + 1)
+    return str(label)
 
 
 def legend(arms: Sequence[str], colours: dict[str, str], width: int) -> list[str]:
@@ -297,7 +353,7 @@ def series_svg(
     high = max(b[3] for s in series.values() for b in s)
     pad = (high - low) * 0.08 or max(abs(high) * 0.01, 1e-9)
     low, high = (low - pad if low - pad > 0 or low < 0 else 0.0), high + pad
-    width, height, left, right, top, plot_h = 760, 250, 70, 748, 22, 190
+    width, height, left, right, top, plot_h = TRIALS_WIDTH_PX, 264, 84, 748, 22, 190
 
     def x(v: float) -> float:
         return left + (v - start) / ((end - start) or 1.0) * (right - left)
@@ -347,7 +403,10 @@ def series_svg(
             f"<title>trial {esc(trial_name(v.trial))}, {esc(arm)}: warm-up cut at "
             f"{v.cut_t_s:.3g} s ({v.rows_cut} rows)</title></line>"
         )
-    body.append(text_at(left, 12, f"{trials.metric} over batch time", anchor="start"))
+    body += [
+        axis_title(8, 12, f"{value_title(trials.metric)} over batch time", anchor="start"),
+        axis_title((left + right) / 2, top + plot_h + 34, "time within the batch (s)"),
+    ]
     body += legend(list(series), colours, width)
     svg = frame(width, height, f"{trials.metric} over time per arm", body)
     caption = (
