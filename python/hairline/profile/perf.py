@@ -8,7 +8,9 @@ them with nothing of the experiment but what the kernel does for it. The process
 arm's cgroup's at the start and at the end of the window; one that starts and exits between
 the two is missed (docs/profiling.md).
 
-:func:`record_args` and :func:`parse_script` are pure; :class:`PerfSampler` runs perf.
+:func:`record_args` and :func:`parse_script` are pure; :class:`PerfSampler` runs perf;
+:class:`ArmPerf` is one arm's window (perf and the arm's processes at both ends), run where
+the arm runs: by the lab for a local arm, by the node's agent for a Ray arm.
 """
 
 from __future__ import annotations
@@ -20,14 +22,22 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from hairline.kit.procs import child_setup
 from hairline.profile.formats import Frame, Profile
 
-__all__ = ["PerfSampler", "Sampled", "parse_script", "perf_binary", "record_args", "script_args"]
+__all__ = [
+    "ArmPerf",
+    "PerfSampler",
+    "Sampled",
+    "parse_script",
+    "perf_binary",
+    "record_args",
+    "script_args",
+]
 
 # A frame of `perf script -F comm,pid,ip,sym,dso`: "  55d0c3 name (dso)"; the name may
 # hold spaces and parentheses (C++), the dso is the last parenthesised group.
@@ -85,12 +95,15 @@ def _name(symbol: str, dso: str) -> str:
 @dataclass(frozen=True)
 class Sampled:
     """What one window of sampling gave: a profile of the arm's samples (None with the
-    reason why), and how many samples of other processes on its CPUs were left out."""
+    reason why), how many samples of other processes on its CPUs were left out, and the
+    host whose perf sampled ("" for this machine; a Ray arm's is its node's). Plain data:
+    a Ray node sends it back to the processor as it is."""
 
     profile: Profile | None
     samples: int
     others: int
     reason: str = ""
+    host: str = ""
 
 
 def parse_script(text: str, pids: Collection[int], *, source: str = "perf") -> Sampled:
@@ -245,3 +258,37 @@ def _perf_failure(log: Path) -> str:
             "kernel.perf_event_paranoid to -1 (sysctl)"
         )
     return f"perf record failed: {message}"
+
+
+class ArmPerf:
+    """One arm's sampling over one measurement window: its perf, and the arm's processes
+    read at both ends (the samples kept are theirs). The one implementation of an arm's
+    window, run where the arm's processes are: by the lab for a local arm
+    (lab/sampling.py), by the agent on the node for a Ray arm (arms/remote.py).
+
+    :meth:`start` before the load; :meth:`interrupt` just after it (every arm's before any
+    is read, so the windows close together); :meth:`stop` reads the samples; :meth:`kill`
+    on every other way out. None of them raises for perf's own failures."""
+
+    def __init__(self, perf: PerfSampler, pids: Callable[[], Collection[int]]) -> None:
+        self._perf = perf
+        self._read_pids = pids
+        self._pids: set[int] = set()
+        self._interrupted = False
+
+    def start(self) -> None:
+        self._pids = set(self._read_pids())
+        self._perf.start()
+
+    def interrupt(self) -> None:
+        if not self._interrupted:
+            self._interrupted = True
+            self._pids |= set(self._read_pids())
+            self._perf.interrupt()
+
+    def stop(self) -> Sampled:
+        self.interrupt()
+        return self._perf.stop(self._pids)
+
+    def kill(self) -> None:
+        self._perf.kill()
