@@ -145,6 +145,8 @@ def test_a_profiled_ab_on_ray_samples_each_arm_on_its_node_and_compares_its_func
     # CPU readings say the same node, and every perf was a child of a host's agent writing
     # on the node's side (the nodes' agent home), none of the processor's.
     records = [json.loads(p.read_text()) for p in sorted(runs.glob("t*b*a*.batch.json"))]
+    # (An attempt whose arm died under load has no profile: none is expected here.)
+    records = [r for r in records if "profile" in r]
     assert len(records) >= 4
     for record in records:
         for arm, sampled in record["profile"].items():
@@ -153,7 +155,7 @@ def test_a_profiled_ab_on_ray_samples_each_arm_on_its_node_and_compares_its_func
     # Two nodes of the session's cluster (w2 and w3, or w4 when a test started it).
     assert len({s["on"] for r in records for s in r["profile"].values()}) == 2
     assert len(watch.seen) >= 2 * len(records), watch.seen
-    agents = str(ray_cluster.root / "agents")
+    agents = str((ray_cluster.root / "agents").resolve())
     for line, parent in watch.seen.values():
         assert parent.startswith("ray::HostAgent"), (line, parent)
         assert f"-o {agents}/" in line, line
