@@ -84,6 +84,21 @@ def test_no_sample_of_the_arm_says_so() -> None:
     assert parse_script("", {1}).reason == "perf recorded no sample"
 
 
+def test_without_call_graphs_each_sample_is_one_line_of_its_leaf() -> None:
+    """``call_graph = "none"``: perf 6.1 prints each sample on one line, the command
+    right-aligned with spaces (copied from its output)."""
+    script = "\n".join([
+        f"  sample-service  4242  55d0c3a1b2c0 {STAGES}escape_strings::h0123456789abcdef {ENGINE}",
+        "         swapper     0  ffffffff8225f42b pv_native_safe_halt ([kernel.kallsyms])",
+        f"  sample-service  4242      55d0c3a1b300 {STAGES}rank_items {ENGINE}",
+    ])  # fmt: skip
+    sampled = parse_script(script, {4242})
+    assert sampled.profile is not None and (sampled.samples, sampled.others) == (2, 1)
+    assert sorted(frames[-1].name for _, frames in sampled.profile.stacks) == [
+        f"{STAGES}escape_strings", f"{STAGES}rank_items"
+    ]  # fmt: skip
+
+
 def test_the_record_command_samples_the_arms_cpus_with_the_software_clock() -> None:
     args = record_args("perf", Path("x.data"), frequency_hz=999, call_graph="dwarf",
                        stack_bytes=16384, cpus=(1, 0))  # fmt: skip

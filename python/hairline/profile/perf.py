@@ -42,6 +42,8 @@ __all__ = [
 # A frame of `perf script -F comm,pid,ip,sym,dso`: "  55d0c3 name (dso)"; the name may
 # hold spaces and parentheses (C++), the dso is the last parenthesised group.
 _FRAME = re.compile(r"^\s*([0-9a-fA-F]+)\s+(.*?)\s*\(([^()]*)\)\s*$")
+# A whole sample on one line (no call graph): "  comm  pid  55d0c3 name (dso)".
+_ONE_LINE = re.compile(r"^\s*\S.*?\s(\d+)\s+[0-9a-fA-F]+\s+(.*?)\s*\(([^()]*)\)\s*$")
 # Rust's legacy mangling ends each path in a hash perf leaves in the demangled name.
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _OFFSET = re.compile(r"\+0x[0-9a-f]+$")
@@ -128,9 +130,17 @@ def parse_script(text: str, pids: Collection[int], *, source: str = "perf") -> S
     for line in text.splitlines():
         if not line.strip():
             continue
-        if not line[0].isspace():
+        # A call chain's frames are indented by a tab. Anything else starts a sample: its
+        # "comm pid" alone (call chains follow), or without call graphs (call_graph =
+        # "none") the whole sample on one line, the command right-aligned with spaces.
+        if line[0] != "\t":
             flush()
             frames = []
+            inline = _ONE_LINE.match(line)
+            if inline is not None:
+                pid = int(inline.group(1))
+                frames.append(Frame(_name(inline.group(2), inline.group(3))))
+                continue
             last = line.split()[-1]
             pid = int(last) if last.isdigit() else None
             continue
