@@ -199,10 +199,19 @@ class PerfSampler:
         # each sample's stack, the writing), where an unpinned perf landed on whichever CPU,
         # the load generator's included (it fell 8% behind beside an arm sampled at 4,999
         # Hz). It dies with this process (PR_SET_PDEATHSIG): no perf outlives a lab.
+        setup = child_setup(sorted(self._cpus) if self._cpus else None)
+
+        def preexec() -> None:
+            # SIGINT ends the recording. A Ray worker (a node's agent starts perf) runs with
+            # signals blocked, and a child inherits its parent's mask: that perf never saw
+            # the SIGINT and was killed after 30 s, its samples lost.
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            setup()
+
         with self._log.open("wb") as log:
             self._proc = subprocess.Popen(
-                args, stdout=log, stderr=log, start_new_session=True,
-                preexec_fn=child_setup(sorted(self._cpus) if self._cpus else None),
+                args, stdout=log, stderr=log, start_new_session=True, preexec_fn=preexec,
             )  # fmt: skip
 
     def interrupt(self) -> None:
