@@ -352,6 +352,10 @@ RAY_WORKERS = {
     # A fourth host of the class: with w2, w3 and w4, two host pairs side by side
     # (tests/lab/test_ray_hostpairs.py, which stops it again).
     "w6": RayWorker("127.0.0.6", "1", "0"),
+    # A pair whose tests start them with an environment of their own (perf missing on the
+    # node: tests/lab/test_ray_profiling.py, which stops them again).
+    "w7": RayWorker("127.0.0.7", "0", "1"),
+    "w8": RayWorker("127.0.0.8", "1", "0"),
 }
 
 
@@ -405,10 +409,11 @@ class RayCluster:
             self.workers.append(name)
         return out
 
-    def start_workers(self, names: Sequence[str]) -> None:
+    def start_workers(self, names: Sequence[str], env: Mapping[str, str] | None = None) -> None:
         """Start worker nodes side by side: each `agent start` waits seconds on its node
-        and its registration, one after another they took most of the cluster's start."""
-        self._all_checked([self._worker_args(name) for name in names])
+        and its registration, one after another they took most of the cluster's start.
+        ``env``: variables the nodes (and so their agents) get besides the cluster's."""
+        self._all_checked([self._worker_args(name) for name in names], env=env)
         self.workers.extend(n for n in names if n not in self.workers)
 
     def ensure_worker(self, name: str) -> None:
@@ -437,14 +442,19 @@ class RayCluster:
         self.start_head()
         self.start_workers(list(workers))
 
-    def _popen(self, args: Sequence[str]) -> subprocess.Popen[str]:
+    def _popen(
+        self, args: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-c", "from hairline.cli import main; main()", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**self.env, **(env or {})},
         )  # fmt: skip
 
-    def _all_checked(self, commands: Sequence[Sequence[str]]) -> None:
-        procs = [(args, self._popen(args)) for args in commands]
+    def _all_checked(
+        self, commands: Sequence[Sequence[str]], env: Mapping[str, str] | None = None
+    ) -> None:
+        procs = [(args, self._popen(args, env)) for args in commands]
         failed = []
         for args, proc in procs:
             out = proc.communicate(timeout=120)[0]

@@ -36,8 +36,10 @@ from typing import Any
 
 from hairline.arms.cgroup import cgroup_name, sweep
 from hairline.arms.local import ArmSpec, LocalArm, free_port
+from hairline.arms.node_profile import NodeProfiling, NodeSampler
 from hairline.arms.sandbox import ArmSandbox
 from hairline.config import ArmConfig, ServiceConfig, start_command
+from hairline.config.profiling import ProfileConfig
 from hairline.errors import HairlineError, HostLost
 
 __all__ = [
@@ -86,10 +88,10 @@ def _agent_home() -> Path:
     return Path(configured) if configured else Path(tempfile.gettempdir()) / "hairline-agent"
 
 
-class HostAgent:
+class HostAgent(NodeProfiling):
     """The actor on a test machine (see the module's doc). Its methods run one at a time on
-    the worker's main thread: an arm started from it is killed with it (parent-death
-    signal), which a thread of a pool would not guarantee."""
+    the worker's main thread: an arm, or an arm's perf (:class:`NodeProfiling`), started
+    from it is killed with it (parent-death signal), as a pool's thread would not ensure."""
 
     def __init__(
         self,
@@ -109,6 +111,7 @@ class HostAgent:
         # Whatever a processor that died left of this experiment on this machine: arms in
         # its cgroups (daemons included) go before anything of this driver starts.
         self.swept = sweep(cgroup_prefix)
+        super().__init__()
         self._arms: dict[int, LocalArm] = {}
         self._lock = threading.Lock()
         self._busy = 0
@@ -249,6 +252,7 @@ class HostAgent:
     def stop_arm(self, arm_id: int) -> str:
         """Stop the arm (cgroup killed and removed); the tail of its log."""
         with self._call():
+            self._kill_sampling(arm_id)
             arm = self._arms.pop(arm_id, None)
             if arm is None:
                 return ""
@@ -262,6 +266,7 @@ class HostAgent:
 
     def stop_all(self) -> None:
         for arm_id in list(self._arms):
+            self._kill_sampling(arm_id)
             arm = self._arms.pop(arm_id, None)
             if arm is not None:
                 arm.stop()
@@ -462,9 +467,13 @@ class RemoteArm:
         return None if found is None else (int(found[0]), int(found[1]))
 
     def pids(self) -> list[int]:
-        """None known here: the processes are on the node (profiling a Ray arm samples on
-        its node, which docs/profiling.md lists as not yet done)."""
+        """None here: a Ray arm's processes are sampled on its node (:meth:`stack_sampler`)."""
         return []
+
+    def stack_sampler(self, config: ProfileConfig, name: str) -> NodeSampler:
+        """The lab's ``SamplesOnItsNode``: sampled on the node by the host's agent."""
+        return NodeSampler(self._host.call, host=self._host.name, arm_id=self._id,
+                           config=config, name=name)  # fmt: skip
 
     def stop(self) -> None:
         """Stop the arm on its node and bring its log back; on a lost host there is

@@ -118,6 +118,8 @@ def _plan(job: Mapping[str, Any], hosts: list[RemoteHost]) -> RunPlan:
         counters=tuple(fields.pop("counters")),
         collect=tuple(fields.pop("collect", ())),
         engine_cpus=tuple(c) if (c := fields.pop("engine_cpus")) else None,
+        # Shipped as JSON text: the service file's table is the typed original.
+        profile=config.service.profile if fields.pop("profile", None) is not None else None,
         arm_factory=make,
         **{k: v for k, v in fields.items() if k != "hosts"},
     )

@@ -228,8 +228,8 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         max_batch_attempts=config.design.max_batch_attempts,
         max_error_rate=service.max_error_rate,
         measure=measure,
-        # Sampled on this machine only: a Ray arm's processes are on its node (not yet).
-        profile=service.profile if ctx.options.backend == "local" else None,
+        # A Ray arm is sampled on its node (arms/node_profile.py).
+        profile=service.profile,
     )
 
 

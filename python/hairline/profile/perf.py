@@ -8,7 +8,9 @@ them with nothing of the experiment but what the kernel does for it. The process
 arm's cgroup's at the start and at the end of the window; one that starts and exits between
 the two is missed (docs/profiling.md).
 
-:func:`record_args` and :func:`parse_script` are pure; :class:`PerfSampler` runs perf.
+:func:`record_args` and :func:`parse_script` are pure; :class:`PerfSampler` runs perf;
+:class:`ArmPerf` is one arm's window (perf and the arm's processes at both ends), run where
+the arm runs: by the lab for a local arm, by the node's agent for a Ray arm.
 """
 
 from __future__ import annotations
@@ -20,18 +22,28 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from hairline.kit.procs import child_setup
 from hairline.profile.formats import Frame, Profile
 
-__all__ = ["PerfSampler", "Sampled", "parse_script", "perf_binary", "record_args", "script_args"]
+__all__ = [
+    "ArmPerf",
+    "PerfSampler",
+    "Sampled",
+    "parse_script",
+    "perf_binary",
+    "record_args",
+    "script_args",
+]
 
 # A frame of `perf script -F comm,pid,ip,sym,dso`: "  55d0c3 name (dso)"; the name may
 # hold spaces and parentheses (C++), the dso is the last parenthesised group.
 _FRAME = re.compile(r"^\s*([0-9a-fA-F]+)\s+(.*?)\s*\(([^()]*)\)\s*$")
+# A whole sample on one line (no call graph): "  comm  pid  55d0c3 name (dso)".
+_ONE_LINE = re.compile(r"^\s*\S.*?\s(\d+)\s+[0-9a-fA-F]+\s+(.*?)\s*\(([^()]*)\)\s*$")
 # Rust's legacy mangling ends each path in a hash perf leaves in the demangled name.
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _OFFSET = re.compile(r"\+0x[0-9a-f]+$")
@@ -85,12 +97,15 @@ def _name(symbol: str, dso: str) -> str:
 @dataclass(frozen=True)
 class Sampled:
     """What one window of sampling gave: a profile of the arm's samples (None with the
-    reason why), and how many samples of other processes on its CPUs were left out."""
+    reason why), how many samples of other processes on its CPUs were left out, and the
+    host whose perf sampled ("" for this machine; a Ray arm's is its node's). Plain data:
+    a Ray node sends it back to the processor as it is."""
 
     profile: Profile | None
     samples: int
     others: int
     reason: str = ""
+    host: str = ""
 
 
 def parse_script(text: str, pids: Collection[int], *, source: str = "perf") -> Sampled:
@@ -115,9 +130,17 @@ def parse_script(text: str, pids: Collection[int], *, source: str = "perf") -> S
     for line in text.splitlines():
         if not line.strip():
             continue
-        if not line[0].isspace():
+        # A call chain's frames are indented by a tab. Anything else starts a sample: its
+        # "comm pid" alone (call chains follow), or without call graphs (call_graph =
+        # "none") the whole sample on one line, the command right-aligned with spaces.
+        if line[0] != "\t":
             flush()
             frames = []
+            inline = _ONE_LINE.match(line)
+            if inline is not None:
+                pid = int(inline.group(1))
+                frames.append(Frame(_name(inline.group(2), inline.group(3))))
+                continue
             last = line.split()[-1]
             pid = int(last) if last.isdigit() else None
             continue
@@ -176,10 +199,19 @@ class PerfSampler:
         # each sample's stack, the writing), where an unpinned perf landed on whichever CPU,
         # the load generator's included (it fell 8% behind beside an arm sampled at 4,999
         # Hz). It dies with this process (PR_SET_PDEATHSIG): no perf outlives a lab.
+        setup = child_setup(sorted(self._cpus) if self._cpus else None)
+
+        def preexec() -> None:
+            # SIGINT ends the recording. A Ray worker (a node's agent starts perf) runs with
+            # signals blocked, and a child inherits its parent's mask: that perf never saw
+            # the SIGINT and was killed after 30 s, its samples lost.
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            setup()
+
         with self._log.open("wb") as log:
             self._proc = subprocess.Popen(
-                args, stdout=log, stderr=log, start_new_session=True,
-                preexec_fn=child_setup(sorted(self._cpus) if self._cpus else None),
+                args, stdout=log, stderr=log, start_new_session=True, preexec_fn=preexec,
             )  # fmt: skip
 
     def interrupt(self) -> None:
@@ -245,3 +277,37 @@ def _perf_failure(log: Path) -> str:
             "kernel.perf_event_paranoid to -1 (sysctl)"
         )
     return f"perf record failed: {message}"
+
+
+class ArmPerf:
+    """One arm's sampling over one measurement window: its perf, and the arm's processes
+    read at both ends (the samples kept are theirs). The one implementation of an arm's
+    window, run where the arm's processes are: by the lab for a local arm
+    (lab/sampling.py), by the agent on the node for a Ray arm (arms/remote.py).
+
+    :meth:`start` before the load; :meth:`interrupt` just after it (every arm's before any
+    is read, so the windows close together); :meth:`stop` reads the samples; :meth:`kill`
+    on every other way out. None of them raises for perf's own failures."""
+
+    def __init__(self, perf: PerfSampler, pids: Callable[[], Collection[int]]) -> None:
+        self._perf = perf
+        self._read_pids = pids
+        self._pids: set[int] = set()
+        self._interrupted = False
+
+    def start(self) -> None:
+        self._pids = set(self._read_pids())
+        self._perf.start()
+
+    def interrupt(self) -> None:
+        if not self._interrupted:
+            self._interrupted = True
+            self._pids |= set(self._read_pids())
+            self._perf.interrupt()
+
+    def stop(self) -> Sampled:
+        self.interrupt()
+        return self._perf.stop(self._pids)
+
+    def kill(self) -> None:
+        self._perf.kill()

@@ -308,10 +308,7 @@ def _functions(
     if reasons:
         return (), "no function metrics: " + "; ".join(reasons)
     if not any(record.get("profile") for record in records):
-        return (), (
-            "no function metrics: no batch was profiled (profiling runs on the local "
-            "backend only so far; on Ray it is not yet done)"
-        )
+        return (), "no function metrics: no batch was profiled"
     return (), "no function metrics: fewer than two trials were profiled in both arms"
 
 
