@@ -61,12 +61,11 @@ class NodeProfiling:
 
     workdir: Path
     _arms: dict[int, LocalArm]
+    # The agent's bookkeeping around every actor call (HostAgent._call).
+    _call: Callable[[], contextlib.AbstractContextManager[None]]
 
     def __init__(self) -> None:
         self._sampling: dict[int, ArmPerf] = {}
-
-    def _call(self) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError
 
     def start_sampling(self, arm_id: int, config: ProfileConfig, name: str) -> None:
         """Start perf on the arm's CPUs (just before the load)."""
