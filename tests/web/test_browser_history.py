@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from test_browser import chromium, shoot, signed_in
-from weblab import HAIRLINE, WebLab, stop, wait_healthy
+from weblab import served
 
-from hairline.kit.ports import free_port
 from hairline.store.db import Store, open_store
 from hairline.store.models import Arm, Experiment, Service, VerdictRow
 from hairline.web.auth import create_token
@@ -86,17 +84,7 @@ def test_the_service_page_marks_a_drift_and_not_a_lone_regression(
         token = create_token(store, name="reader", team="demo", scope="read")
     finally:
         store.close()
-    port = free_port()
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [*HAIRLINE, "serve", "--db", db_url, "--home", str(home), "--port", str(port),
-             "--no-schedule"], stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        lab = WebLab(url=f"http://127.0.0.1:{port}", home=home, db_url=db_url,
-                     tokens={"reader": token})  # fmt: skip
-        wait_healthy(lab.url, server, log)
+    with served(db_url, home, tmp_path / "serve.log", {"reader": token}) as lab:
         page = signed_in(chromium, lab, "reader")
         page.goto(f"{lab.url}/services/{SERVICE}")
         cpu, latency = page.locator("section.metric").all()
@@ -116,5 +104,3 @@ def test_the_service_page_marks_a_drift_and_not_a_lone_regression(
         assert cpu.locator("svg circle[fill='#b91c1c']").count() == 1
         shoot(page, tmp_path, "dashboard-history-changepoint")
         page.context.close()
-    finally:
-        stop(server)

@@ -9,7 +9,6 @@ The screenshots are written under the test's tmp_path (docs/img/ holds copies).
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +18,9 @@ import numpy as np
 import pytest
 from test_browser import chromium, shoot
 from test_pages_build_log import COMPLAINT, failed_build
-from weblab import HAIRLINE, WebLab, stop, wait_healthy
+from weblab import WebLab, served
 from webseed import observe, seed
 
-from hairline.kit.ports import free_port
 from hairline.store.db import open_store
 from hairline.web.auth import create_token
 
@@ -55,20 +53,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WebLab, int]
         token = create_token(store, name="reader", team="demo", scope="read")
     finally:
         store.close()
-    port = free_port()
-    log = folder / "serve.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [*HAIRLINE, "serve", "--db", db_url, "--home", str(home), "--port", str(port),
-             "--no-schedule"], stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        served = WebLab(url=f"http://127.0.0.1:{port}", home=home, db_url=db_url,
-                        tokens={"reader": token})  # fmt: skip
-        wait_healthy(served.url, server, log)
-        yield served, failed
-    finally:
-        stop(server)
+    with served(db_url, home, folder / "serve.log", {"reader": token}) as lab_served:
+        yield lab_served, failed
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ HTTP requests by the standard library, and the sample service's submission files
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -15,13 +16,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hairline.kit.ports import free_port
 from hairline.kit.procs import stop_process
 from schema_check import check_api
 
@@ -135,6 +137,24 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
         time.sleep(0.1)
     stop(proc)
     pytest.fail(f"hairline serve did not answer /healthz:\n{log.read_text()}", pytrace=False)
+
+
+@contextlib.contextmanager
+def served(db_url: str, home: Path, log: Path, tokens: Mapping[str, str]) -> Iterator[WebLab]:
+    """`hairline serve --no-schedule` on ``db_url`` and a free loopback port, its output in
+    ``log``, healthy before the block and stopped after it."""
+    port = free_port()
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [*HAIRLINE, "serve", "--db", db_url, "--home", str(home), "--port", str(port),
+             "--no-schedule"], stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        lab = WebLab(url=f"http://127.0.0.1:{port}", home=home, db_url=db_url, tokens=tokens)
+        wait_healthy(lab.url, server, log)
+        yield lab
+    finally:
+        stop(server)
 
 
 def wait_ended(lab: WebLab, experiment_id: int, *, timeout_s: float = RUNS_TIMEOUT_S) -> str:
