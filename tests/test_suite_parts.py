@@ -1,10 +1,11 @@
-"""How the suite is ordered and split (tests/conftest.py): which tests may share the CPUs."""
+"""How the suite is ordered and split (tests/suitekit.py, used by tests/conftest.py): which
+tests may share the CPUs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import runs_alone, suite_order_key
+from suitekit import runs_alone, suite_order_key
 
 
 def test_a_simulation_with_no_service_may_share_the_cpus() -> None:

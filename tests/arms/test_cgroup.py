@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import live_processes_with
 from hairline.arms.cgroup import (
     LEAF,
     ArmCgroup,
@@ -26,6 +25,7 @@ from hairline.arms.cgroup import (
     sweep,
 )
 from hairline.arms.local import ArmSpec, LocalArm, free_port
+from suitekit import live_processes_with
 
 BURN_SERVER = Path(__file__).with_name("burn_server.py")
 MODES = ["v1", "v2"]

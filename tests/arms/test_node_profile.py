@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from conftest import live_processes_with
 from hairline.arms.node_profile import NodeSampler
 from hairline.arms.remote import ArmRecipe, HostAgent
 from hairline.config import ArmConfig, ServiceConfig
 from hairline.config.profiling import ProfileConfig
 from hairline.profile.perf import perf_binary
+from suitekit import live_processes_with
 
 PREFIX = f"hltest{os.getpid()}-np-"
 # Frame-pointer stacks (the engine keeps its frame pointers): cheap to read back.

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import live_processes_with
 from hairline.arms.cgroup import create_cgroup
 from hairline.arms.remote import ArmRecipe, HostAgent, pack_artifact
 from hairline.config import ArmConfig, ServiceConfig
 from hairline.errors import ArmFailed
+from suitekit import live_processes_with
 
 PREFIX = f"hltest{os.getpid()}-e1-"
 

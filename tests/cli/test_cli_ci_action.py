@@ -20,10 +20,10 @@ import xmlschema
 from click.testing import CliRunner
 from fake_github import FakeGitHub, fake_githubs
 
-from conftest import Commit, git
 from hairline.ci.action import OUTPUTS
 from hairline.cli import main
 from schema_check import check_schema
+from suitekit import Commit, git
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "sample-service"

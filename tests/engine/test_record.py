@@ -31,10 +31,10 @@ from typing import IO, Any, Protocol
 import pytest
 from click.testing import CliRunner
 
-from conftest import StartSampleService
 from hairline.cli import main
 from hairline.cli.record import engine_args
 from hairline.trace import labels, shape
+from suitekit import StartSampleService
 
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0

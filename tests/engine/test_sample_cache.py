@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import StartSampleService
+from suitekit import StartSampleService
 
 _LISTENING = re.compile(r"^listening on (?P<host>.+):(?P<port>\d+)$")
 

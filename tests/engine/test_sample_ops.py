@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SampleService, StartSampleService
 from hairline.engine import LoadPlan, run_load
+from suitekit import SampleService, StartSampleService
 
 FOLDED_LINE = re.compile(r"^(/api/op/\d+);(op_(?:g\d+_f\d\d|common_\d)) (\d+)$")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SampleService, StartSampleService, parse_prometheus
 from hairline.collect.procfs import cpu_time_ns
 from hairline.engine import LoadPlan, run_load
+from suitekit import SampleService, StartSampleService, parse_prometheus
 
 API_ENDPOINTS = ("/api/feed", "/api/profile", "/api/search")
 

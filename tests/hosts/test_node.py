@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from conftest import RayCluster, live_processes_with
 from hairline.hosts.node import NodeState, StartedNode, agent_of, stop_node, watch_node
 from hairline.kit.procs import session_members
 from hairline.store.db import Store, open_store
 from hairline.store.models import Host
 from schema_check import check_schema
+from suitekit import RayCluster, live_processes_with
 
 HAIRLINE = [sys.executable, "-c", "from hairline.cli import main; main()"]
 NAME, NODE_IP = "fg", "127.0.0.5"

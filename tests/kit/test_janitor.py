@@ -11,8 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from conftest import live_processes_with
 from hairline.kit.janitor import OwnedFolder, remove_folder
+from suitekit import live_processes_with
 
 _OWNER = textwrap.dedent(
     """

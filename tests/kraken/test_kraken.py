@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from kraken_files import EXAMPLES, kraken_file, quiet_health, served_rate_health
 
-from conftest import live_processes_with
 from hairline.kraken.file import load_kraken_file
 from hairline.kraken.fleet import LocalFleet
 from hairline.kraken.report import render_html, result_json
@@ -20,6 +19,7 @@ from hairline.kraken.results import KrakenResult
 from hairline.kraken.run import plan_of, run_kraken
 from hairline.lb.haproxy import HAProxyRuntime
 from schema_check import check_schema
+from suitekit import live_processes_with
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from kraken_files import kraken_file, local_fleet_file, quiet_health, served_rate_health
 
-from conftest import live_processes_with
 from hairline.errors import LoadBalancerError
 from hairline.kraken.fleet import LocalFleet
 from hairline.kraken.watchdog import GONE_GRACE_S
@@ -25,6 +24,7 @@ from hairline.lb.balancer import LoadBalancer
 from hairline.lb.haproxy import HAProxyRuntime
 from hairline.lb.nginx import NGINX, NginxUpstream
 from schema_check import check_schema
+from suitekit import live_processes_with
 
 CONTROL_INTERVAL_S = 1.0
 

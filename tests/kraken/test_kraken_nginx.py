@@ -13,12 +13,12 @@ import pytest
 from kraken_files import kraken_file, quiet_health, served_rate_health
 from test_kraken_cli import hairline, sigkill_mid_test_and_see_the_weights_restored
 
-from conftest import live_processes_with
 from hairline.kraken.file import load_kraken_file
 from hairline.kraken.fleet import FleetSpec, LocalFleet
 from hairline.kraken.run import plan_of, run_kraken
 from hairline.lb.factory import open_balancer
 from hairline.lb.nginx import NGINX
+from suitekit import live_processes_with
 
 pytestmark = pytest.mark.slow
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import live_processes_with
 from hairline.kraken.fleet import LocalFleet
 from hairline.kraken.watchdog import GONE_GRACE_S, Watchdog
 from hairline.lb.balancer import LbSpec
 from hairline.lb.haproxy import HAProxyRuntime
 from hairline.lb.launch import HAPROXY, free_port, haproxy_head, start_haproxy
+from suitekit import live_processes_with
 
 SHIFTED = {"web1": 200, "web2": 200, "web3": 200, "web4": 200, "rest": 1}
 

@@ -14,7 +14,6 @@ import pytest
 from experiment_files import write_experiment
 from sqlalchemy import select
 
-from conftest import RayCluster, live_processes_with
 from hairline.config import load_experiment
 from hairline.lab.context import ProcessorOptions
 from hairline.lab.processor import process_experiment
@@ -23,6 +22,7 @@ from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Host, Run, VerdictRow
 from hairline.store.observations import read_observations
 from hairline.tune.clusters import aa_between, choose_clusters
+from suitekit import RayCluster, live_processes_with
 
 pytestmark = pytest.mark.slow
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import parse_prometheus
 from hairline.arms.local import free_port
 from hairline.lb.launch import HAPROXY
 from hairline.routing.fleet import FleetOptions, RoutingFleet
 from hairline.routing.partition import Partition, Partitioning, partitioning_json
+from suitekit import parse_prometheus
 
 # Real processes: four sample services and HAProxy for the module.
 pytestmark = pytest.mark.slow
