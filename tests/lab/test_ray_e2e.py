@@ -24,11 +24,11 @@ import pytest
 from experiment_files import write_experiment
 from sqlalchemy import select
 
-from conftest import RAY_WORKERS, RayCluster, live_processes_with
 from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Host, Run, Trial, VerdictRow
 from hairline.store.observations import read_observations
 from schema_check import check_schema
+from suitekit import RAY_WORKERS, RayCluster, live_processes_with
 
 pytestmark = pytest.mark.slow
 
@@ -159,12 +159,14 @@ def test_the_nodes_run_pinned_away_from_their_hosts_and_registered_their_facts(
 def test_an_ab_on_two_worker_nodes_finds_the_regression_the_local_backend_finds(
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
-    """False failure: under 1e-6: B does twice the work, over four trials at 1,000/s. Two
+    """False failure: under 1e-6: B does twice the work, over three trials at 1,000/s. Two
     runs of 2 s batches read +73.4% [+70.8%, +75.9%] and +79.3% [+70.5%, +88.2%], one of
     1 s batches +69.0% [+63.9%, +74.1%] (2026-11-28): a per-trial spread of the
-    difference of 1.6 to 5.5 points, so the effect is over 25
-    standard errors of a four-trial mean (a t on 3 degrees of freedom misses that with a
-    chance under 1e-9) and the bound of +10% over 20 below it. At 2,500/s the doubled arm
+    difference of 1.6 to 5.5 points. Over three trials the interval (a t on 2 degrees of
+    freedom, 4.30 standard errors each side) reaches the 2% threshold only if the trials'
+    sample spread exceeds (69 - 2) x sqrt(3) / 4.30 = 27 points, about 5 times the widest
+    measured: P(chi2 on 2 df > 2 x 5^2) = 1e-11; the point estimate falls under +10% only
+    at 10 times that spread. At 2,500/s the doubled arm
     beside the engine could not keep up (every batch spoiled by the rate gate). How small
     a change the Ray backend sees is a benchmark's question (a 10% change over seven
     trials was this test's, its reliability unknown)."""
@@ -173,7 +175,7 @@ def test_an_ab_on_two_worker_nodes_finds_the_regression_the_local_backend_finds(
         tag="ray-ab",
         arms={"A": {}, "B": {"args": ["--regress-cpu", "1.0"]}},
         load={"rate_per_s": 1000, "duration_s": 1.0},
-        design={"trials": 4},
+        design={"trials": 3},
     )
     path = exp.path
     on_ray = ray_cluster.hairline(
@@ -183,7 +185,7 @@ def test_an_ab_on_two_worker_nodes_finds_the_regression_the_local_backend_finds(
     assert on_ray.returncode == 1, on_ray.stdout + on_ray.stderr
     report = json.loads((tmp_path / "ray.json").read_text())
     check_schema("experiment-report", report)
-    assert report["phase"] == "done" and report["trials_done"] == 4
+    assert report["phase"] == "done" and report["trials_done"] == 3
     cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
     assert cpu["verdict"] == "regression"
     assert cpu["effect_rel"] > 0.10, cpu
@@ -226,14 +228,16 @@ def test_hardware_mode_runs_each_arm_on_a_host_of_its_class_and_compares_the_har
     one arm more) is run again and changes that count; how often batches are spoiled here
     is not recorded."""
     # w5 is the one node of server type test-vm-b; w2, w3 and w4 are test-vm. They are
-    # one machine, so that is the only fact in which they differ.
-    ray_cluster.ensure_worker("w5")
+    # one machine, so that is the only fact in which they differ. w4 (the later tests'
+    # third host of the class) starts beside w5: two nodes side by side take about the
+    # time of one.
+    ray_cluster.ensure_workers("w5", "w4")
     exp = write_experiment(
         tmp_path / "hw",
         tag="ray-hw",
         arms={"A": {"hosts": {"server_type": "test-vm"}},
               "B": {"hosts": {"server_type": "test-vm-b"}}},
-        design={"mode": "hardware", "trials": 3},
+        design={"mode": "hardware", "trials": 2},
     )  # fmt: skip
     done = ray_cluster.hairline(
         "run", str(exp.path), *ray_args(ray_cluster), "--db", ray_cluster.db_url,
@@ -245,13 +249,13 @@ def test_hardware_mode_runs_each_arm_on_a_host_of_its_class_and_compares_the_har
     report = json.loads((tmp_path / "hw.json").read_text())
     check_schema("experiment-report", report)
     eid = report["experiment_id"]
-    assert report["phase"] == "done" and report["trials_done"] == 3
+    assert report["phase"] == "done" and report["trials_done"] == 2
     assert report["mode"] == "hardware"
 
     # Each arm stayed on one host of its class in every batch (one batch per trial).
     runs = runs_on_hosts(store, eid)
     assert sorted((t, b, arm) for t, b, arm, _, _ in runs) == [
-        (t, 0, arm) for t in range(3) for arm in "AB"
+        (t, 0, arm) for t in range(2) for arm in "AB"
     ]
     host_of = {arm: {name for _, _, a, name, _ in runs if a == arm} for arm in "AB"}
     assert host_of["B"] == {"w5"} and len(host_of["A"]) == 1
@@ -295,12 +299,14 @@ def test_a_three_sided_experiment_runs_each_arm_on_its_own_host_and_the_change_d
     """False failure: under 1e-3 for the layout and the comparisons, which do not depend on
     noise; the parent's cost is checked by its point estimate only (about +35% for twice the
     work, asserted above +10%: with the per-trial spread of 2026-11-28's run, about 3%, and
-    the 8% host bias its A/A showed, a margin of over 5 standard errors), not by its
-    verdict, whose 3-trial t on 2 degrees of freedom is a power question. Either verdict of
+    the 8% host bias its A/A showed, which the design cancels within a trial, as each arm
+    visits each host once: over two trials a standard error of about 2 points, and 25
+    points of margin), not by its verdict, whose 2-trial t on 1 degree of freedom is a
+    power question. Either verdict of
     the change passes (it is an A/A). A batch spoiled by a load gate (or by steal that hit
     one arm more) is run again and changes that count; how often batches are spoiled here
     is not recorded."""
-    ray_cluster.ensure_worker("w4")  # a third host of the class
+    ray_cluster.ensure_workers("w4")  # a third host of the class
     # Production; its parent costlier (already in production, so only context); the
     # change is the parent's build: it did nothing, and that decides. Twice the work: 30%
     # more read +10.6% [-2.3%, +23.6%] over three trials (2026-11-28), inconclusive.
@@ -313,7 +319,7 @@ def test_a_three_sided_experiment_runs_each_arm_on_its_own_host_and_the_change_d
             "parent": {"args": costlier},
             "change": {"args": costlier, "baseline": "parent"},
         },
-        design={"trials": 3},
+        design={"trials": 2},
     )
     done = ray_cluster.hairline(
         "run", str(exp.path), *ray_args(ray_cluster), "--db", ray_cluster.db_url,
@@ -324,11 +330,11 @@ def test_a_three_sided_experiment_runs_each_arm_on_its_own_host_and_the_change_d
     check_schema("experiment-report", report)
     eid = report["experiment_id"]
     arms = ("production", "parent", "change")
-    assert_each_trial_done_once(store, eid, trials=3, arms=arms, batches=3)
+    assert_each_trial_done_once(store, eid, trials=2, arms=arms, batches=3)
 
     # Every batch has the three arms on three hosts; over a trial each arm visits each.
     runs = runs_on_hosts(store, eid)
-    for t in range(3):
+    for t in range(2):
         for b in range(3):
             placed = {arm: name for t_, b_, arm, name, _ in runs if (t_, b_) == (t, b)}
             assert set(placed) == set(arms) and len(set(placed.values())) == 3, placed
@@ -365,8 +371,9 @@ def test_a_worker_node_killed_mid_trial_has_its_trial_run_again_on_another_host(
 ) -> None:
     """False failure: about 1e-4 (not measured): the deadlines (120 s to reach trial 2, 240 s to
     finish) are many times what the run takes; the verdict is not checked."""
-    ray_cluster.ensure_worker("w4")  # the spare the interrupted trial moves to
-    exp = write_experiment(tmp_path / "lost", tag="lost")
+    ray_cluster.ensure_workers("w4")  # the spare the interrupted trial moves to
+    # Two trials: the node dies in the second, the last, and its trial runs again.
+    exp = write_experiment(tmp_path / "lost", tag="lost", design={"trials": 2})
     path, marker = exp.path, exp.marker
     home = str(tmp_path / "home")
     eid = experiment_id(ray_cluster.hairline("run", str(path), "--no-process", "--no-wait",
@@ -395,7 +402,7 @@ def test_a_worker_node_killed_mid_trial_has_its_trial_run_again_on_another_host(
     )
     assert run.returncode == 0, output
     assert f"host {name} was lost" in output and f"#{eid}: done" in output, output
-    assert_each_trial_done_once(store, eid, trials=3, interrupted=interrupted)
+    assert_each_trial_done_once(store, eid, trials=2, interrupted=interrupted)
     with store.transaction() as session:
         dead = session.scalars(select(Host).where(Host.name == name)).one()
         again = session.scalars(
@@ -423,6 +430,7 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_its_arms_die_with_it(
         tmp_path / "kill",
         tag="kill",
         load={"rate_per_s": None, "target_utilization": 0.3, "warmup_rate_per_s": 300},
+        design={"trials": 2},  # the processor dies in the second, the last
     )
     path, marker = exp.path, exp.marker
     home = str(tmp_path / "home")
@@ -450,7 +458,7 @@ def test_a_processor_killed_mid_trial_is_taken_over_and_its_arms_die_with_it(
             break
         assert time.monotonic() < deadline, second.stdout + second.stderr
         time.sleep(1.0)
-    assert_each_trial_done_once(store, eid, trials=3, interrupted=interrupted)
+    assert_each_trial_done_once(store, eid, trials=2, interrupted=interrupted)
     with store.transaction() as session:
         row = session.get(Experiment, eid)
         assert row is not None and row.claims >= 2

@@ -15,10 +15,10 @@ import pytest
 from experiment_files import write_experiment
 from sqlalchemy import select
 
-from conftest import RayCluster, live_processes_with
 from hairline.store.db import Store, open_store
 from hairline.store.models import Experiment, Host, Run, Trial
 from schema_check import check_schema
+from suitekit import RayCluster, live_processes_with
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +44,7 @@ def test_two_host_pairs_run_the_trials_side_by_side_and_the_report_names_them(
     wait for a Ray driver longer than the first pair's four trials (over 30 s; a driver
     connects in about 3 s here). A batch spoiled by a load gate runs again and changes no
     assertion."""
-    ray_cluster.ensure_worker("w4")
-    ray_cluster.ensure_worker("w6")
+    ray_cluster.ensure_workers("w4", "w6")
     try:
         exp = write_experiment(
             tmp_path / "pairs",
