@@ -3,6 +3,7 @@
 
     python bench/lab/change_cost.py                  # 10 rounds of 4 s at 16,000/s
     python bench/lab/change_cost.py --rate 8000 --rounds 6
+    python bench/lab/change_cost.py --candidate candidate-quarter   # the smaller change
 
 Builds both arms of the example, then alternates them (A B, B A, ...) alone on CPU 1 while
 the engine runs on CPU 0, each warmed for 1 s and measured for 4 s: CPU per request from
@@ -53,13 +54,22 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=16_000.0)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--candidate", default="candidate", help="B's lines: CANDIDATE.conf in the example"
+    )
     args = parser.parse_args(argv)
     if os.cpu_count() is None or os.cpu_count() < 2:  # type: ignore[operator]
         print("needs two CPUs: the engine on CPU 0, the arm on CPU 1")
         return 1
     with tempfile.TemporaryDirectory(prefix="hairline-bench-cost-") as tmp:
         root = Path(tmp)
-        artifacts = {"A": build(root / "A", "baseline"), "B": build(root / "B", "candidate")}
+        if not (EXAMPLE / f"{args.candidate}.conf").is_file():
+            print(f"--candidate {args.candidate}: no {EXAMPLE / args.candidate}.conf")
+            return 2
+        artifacts = {
+            "A": build(root / "A", "baseline"),
+            "B": build(root / "B", args.candidate),
+        }
         values: dict[str, list[float]] = {"A": [], "B": []}
         for i in range(args.rounds):
             for name in ("A", "B") if i % 2 == 0 else ("B", "A"):
@@ -69,7 +79,8 @@ def main(argv: list[str]) -> int:
     a, b = values["A"], values["B"]
     ratios = [y / x - 1 for x, y in zip(a, b, strict=True)]
     print(
-        f"at {args.rate:g}/s: B costs {statistics.mean(b) / statistics.mean(a) - 1:+.1%} "
+        f"at {args.rate:g}/s: B ({args.candidate}) costs "
+        f"{statistics.mean(b) / statistics.mean(a) - 1:+.1%} "
         f"(ratio of means), {statistics.median(ratios):+.1%} (median of {len(ratios)} rounds)"
     )
     return 0

@@ -1,9 +1,9 @@
 #!/bin/sh
 # The "build" of this example: nginx's configuration with the arm's own lines
-# (ARM_CONFIG=baseline or candidate: baseline.conf or candidate.conf) and the site it
+# (ARM_CONFIG=NAME: NAME.conf, one of baseline, candidate, candidate-quarter) and the site it
 # serves, put together in out/.
 set -eu
-: "${ARM_CONFIG:?set ARM_CONFIG (baseline or candidate) in the arm's env}"
+: "${ARM_CONFIG:?set ARM_CONFIG (baseline, candidate or candidate-quarter) in the arm's env}"
 [ -f "$ARM_CONFIG.conf" ] || { echo "no $ARM_CONFIG.conf" >&2; exit 1; }
 rm -rf out
 mkdir -p out

@@ -155,60 +155,6 @@ def test_the_nodes_run_pinned_away_from_their_hosts_and_registered_their_facts(
     assert live_processes_with(token) == []
 
 
-@pytest.mark.timeout(600)
-def test_an_ab_on_two_worker_nodes_finds_the_regression_the_local_backend_finds(
-    ray_cluster: RayCluster, store: Store, tmp_path: Path
-) -> None:
-    """False failure: under 1e-6: B does twice the work, over three trials at 1,000/s. Two
-    runs of 2 s batches read +73.4% [+70.8%, +75.9%] and +79.3% [+70.5%, +88.2%], one of
-    1 s batches +69.0% [+63.9%, +74.1%] (2026-11-28): a per-trial spread of the
-    difference of 1.6 to 5.5 points. Over three trials the interval (a t on 2 degrees of
-    freedom, 4.30 standard errors each side) reaches the 2% threshold only if the trials'
-    sample spread exceeds (69 - 2) x sqrt(3) / 4.30 = 27 points, about 5 times the widest
-    measured: P(chi2 on 2 df > 2 x 5^2) = 1e-11; the point estimate falls under +10% only
-    at 10 times that spread. At 2,500/s the doubled arm
-    beside the engine could not keep up (every batch spoiled by the rate gate). How small
-    a change the Ray backend sees is a benchmark's question (a 10% change over seven
-    trials was this test's, its reliability unknown)."""
-    exp = write_experiment(
-        tmp_path / "ab",
-        tag="ray-ab",
-        arms={"A": {}, "B": {"args": ["--regress-cpu", "1.0"]}},
-        load={"rate_per_s": 1000, "duration_s": 1.0},
-        design={"trials": 3},
-    )
-    path = exp.path
-    on_ray = ray_cluster.hairline(
-        "run", str(path), *ray_args(ray_cluster), "--json", str(tmp_path / "ray.json"),
-        "--home", str(tmp_path / "home"), timeout_s=500,
-    )  # fmt: skip
-    assert on_ray.returncode == 1, on_ray.stdout + on_ray.stderr
-    report = json.loads((tmp_path / "ray.json").read_text())
-    check_schema("experiment-report", report)
-    assert report["phase"] == "done" and report["trials_done"] == 3
-    cpu = next(m for m in report["analysis"]["metrics"] if m["metric"] == "cpu_ns_per_request")
-    assert cpu["verdict"] == "regression"
-    assert cpu["effect_rel"] > 0.10, cpu
-    eid = json.loads((tmp_path / "ray.json").read_text())["experiment_id"]
-    with store.transaction() as session:
-        row = session.get(Experiment, eid)
-        assert row is not None
-        runs = Path(row.artifacts_dir) / "runs"
-        hosts = {
-            name: address
-            for name, address in session.execute(
-                select(Host.name, Host.address).join(Run, Run.host_id == Host.id)
-                .where(Run.experiment_id == eid)
-            )
-        }  # fmt: skip
-    assert hosts == {"w2": "127.0.0.2", "w3": "127.0.0.3"}
-    # The arms' logs came back from their nodes into the experiment's runs folder.
-    assert (runs / "t0b0a1-A.log").exists()
-    batch = json.loads((runs / "t0b0a1.batch.json").read_text())
-    assert {by.split(" on ")[-1] for by in batch["measured_by"].values()} == {"w2", "w3"}
-    assert_no_arm_left(exp.marker)
-
-
 def runs_on_hosts(store: Store, eid: int) -> list[tuple[int, int, str, str, dict[str, str]]]:
     """Each stored run of the experiment: (trial, batch, arm, host name, the host's facts
     as recorded with the run)."""

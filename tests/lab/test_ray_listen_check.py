@@ -68,6 +68,7 @@ def test_a_start_command_on_host_or_every_address_passes_on_ray(tmp_path: Path, 
     "example",
     ["sample-service/experiment.toml", "sample-service/three-sided.toml",
      "nginx-gzip/experiment.toml", "nginx-config/experiment.toml",
+     "nginx-config/experiment-quarter.toml",
      "suggest/experiment.toml"],
 )  # fmt: skip
 def test_the_bundled_examples_listen_on_host(example: str) -> None:

@@ -164,6 +164,8 @@ def test_a_profiled_ab_on_ray_samples_each_arm_on_its_node_and_compares_its_func
         assert f"-o {agents}/" in line, line
     assert perf_records() == [], "a perf was left running"
     assert len(list(runs.glob("*.folded"))) == 2 * 2 * 2
+    # The arms' logs came back from their nodes into the experiment's runs folder.
+    assert (runs / "t0b0a1-A.log").exists() and (runs / "t0b0a1-B.log").exists()
     assert not list(runs.glob("*.perf.*")) and not list(Path(agents).rglob("*.perf.data"))
 
 
