@@ -26,8 +26,11 @@ def test_the_example_reads_as_a_two_by_two_design() -> None:
     spec = load_attribution_file(EXAMPLES / "attribute.toml")
     assert spec.levels == {"cpu": ("0", "1"), "stall": ("off", "on")}
     assert len(spec.treatments) == 4
-    arm = spec.arm({"cpu": "1", "stall": "on"})
-    assert arm.args[-6:] == ["--regress-cpu", "1", "--stall-every", "400", "--stall-ms", "10"]
+    arm = spec.arm({"cpu": "1", "stall": "on"}, run=7)
+    assert arm.args[-8:] == ["--regress-cpu", "1", "--stall-every", "400", "--stall-ms", "10",
+                             "--stall-seed", "7"]  # fmt: skip
+    # Another run of the same treatment stalls other requests: {run} is its number.
+    assert spec.arm({"cpu": "1", "stall": "on"}, run=8).args[-1] == "8"
     assert spec.arm({"cpu": "0", "stall": "off"}).args[-2:] == ["--regress-cpu", "0"]
     assert spec.experiment.load.arrival == "poisson"
 
@@ -42,12 +45,13 @@ levels = ["constant", "poisson"]
 load = "arrival"
 [factors.mode]
 levels = ["a", "b"]
-env = { MODE = "{value}" }
+env = { MODE = "{value}", SEED = "{run}" }
 """))  # fmt: skip
     assert spec.load_factors == ("rate", "arrival")
     load = spec.load({"rate": "400", "arrival": "constant", "mode": "b"})
     assert (load.rate_per_s, load.arrival) == (400.0, "constant")
-    assert spec.arm({"rate": "200", "arrival": "poisson", "mode": "b"}).env["MODE"] == "b"
+    env = spec.arm({"rate": "200", "arrival": "poisson", "mode": "b"}, run=3).env
+    assert (env["MODE"], env["SEED"]) == ("b", "3")
 
 
 def test_a_single_repetition_is_refused(tmp_path: Path) -> None:

@@ -40,8 +40,28 @@ def test_each_group_is_an_experiment_of_one_arm_per_run(tmp_path: Path) -> None:
     assert config.design.trials == 1
     for run in group:
         treatment = spec.treatments[run.treatment]
-        assert config.arms[arm_name(run)].args == spec.arm(treatment).args
+        assert config.arms[arm_name(run)].args == spec.arm(treatment, run=run.index + 1).args
     assert plan_runs(spec).groups == plan.groups  # seeded
+
+
+def test_every_stalled_run_stalls_its_own_requests_and_a_rerun_the_same(tmp_path: Path) -> None:
+    # The example's stall level passes --stall-seed {run}: a replayed trace repeats its
+    # request ids, so without it the six stalled runs would all stall the same requests.
+    spec = load_attribution_file(copy_example(tmp_path))
+
+    def stall_seeds() -> list[str]:
+        seeds = []
+        for group in plan_runs(spec).groups:
+            config = group_experiment(spec, group, tmp_path / "treatments")
+            for run in group:
+                args = config.arms[arm_name(run)].args
+                if "--stall-every" in args:
+                    seeds.append(args[args.index("--stall-seed") + 1])
+        return seeds
+
+    seeds = stall_seeds()
+    assert len(seeds) == 6 and len(set(seeds)) == 6, seeds
+    assert stall_seeds() == seeds
 
 
 def test_a_plan_is_read_back_and_refused_once_the_file_changed(tmp_path: Path) -> None:

@@ -334,6 +334,7 @@ def test_sigterm_stops_the_service_at_once_not_at_its_workers_next_poll(
         (["--stall-every", "1", "--stall-ms", "20"], "--stall-every 1"),
         (["--stall-every", "300", "--stall-ms", "0"], "--stall-ms 0"),
         (["--stall-every", "300", "--stall-ms", "-5"], "--stall-ms -5"),
+        (["--stall-seed", "3"], "--stall-seed 3"),
         (["--code-cache", "16"], "--code-cache 16"),
         (["--ops", "8", "--op-groups", "9"], "--op-groups 9"),
         (["--ops", "8", "--code-cache", "0"], "--code-cache 0"),

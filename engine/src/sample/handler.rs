@@ -166,7 +166,9 @@ impl WorkerState {
             Route::Metrics => Response {
                 status: Status::Ok,
                 content_type: "text/plain; version=0.0.4",
-                body: metrics.render(settings.warmup_s).into_bytes(),
+                body: metrics
+                    .render(settings.warmup_s, settings.stall.map(|s| s.seed))
+                    .into_bytes(),
             },
             Route::DebugProfile => Response::text(
                 Status::Ok,

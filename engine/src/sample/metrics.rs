@@ -138,7 +138,9 @@ impl Metrics {
         self.requests[route as usize][status as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn render(&self, warmup_s: f64) -> String {
+    /// The exposition; `stall_seed` is the `--stall-seed` in force, exported so that a run's
+    /// stalled requests can be chosen again.
+    pub(crate) fn render(&self, warmup_s: f64, stall_seed: Option<u32>) -> String {
         let mut out = String::with_capacity(2048);
         out.push_str("# HELP sample_requests_total Requests answered, by endpoint and status.\n");
         out.push_str("# TYPE sample_requests_total counter\n");
@@ -222,6 +224,11 @@ impl Metrics {
             "sample_cache_wait_seconds",
             "API requests: the round trip to the --cache.",
         );
+        if let Some(seed) = stall_seed {
+            out.push_str("# HELP sample_stall_seed The seed choosing which requests stall (--stall-seed repeats it).\n");
+            out.push_str("# TYPE sample_stall_seed gauge\n");
+            let _ = writeln!(out, "sample_stall_seed {seed}");
+        }
         out.push_str("# HELP sample_warm 1 once the JIT-like warm-up is over.\n");
         out.push_str("# TYPE sample_warm gauge\n");
         let _ = writeln!(out, "sample_warm {}", u8::from(self.is_warm(warmup_s)));
@@ -414,7 +421,7 @@ mod tests {
 
     #[test]
     fn the_histograms_are_exported_with_zero_counts_before_any_request() {
-        let text = Metrics::new().render(0.0);
+        let text = Metrics::new().render(0.0, None);
         for name in [
             "sample_queue_seconds",
             "sample_work_seconds",
@@ -429,5 +436,8 @@ mod tests {
         assert!(text.contains("sample_stalls_total 0\n"));
         assert!(text.contains("# TYPE sample_queue_unstamped_total counter\n"));
         assert!(text.contains("sample_queue_unstamped_total 0\n"));
+        assert!(!text.contains("sample_stall_seed"));
+        let stalling = Metrics::new().render(0.0, Some(42));
+        assert!(stalling.contains("# TYPE sample_stall_seed gauge\nsample_stall_seed 42\n"));
     }
 }

@@ -100,6 +100,11 @@ pub struct SampleServiceArgs {
     /// How long a stall holds its worker, in milliseconds (needs `--stall-every`).
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub stall_ms: Option<f64>,
+    /// Which requests stall: the same seed stalls the same request ids again. Absent: one is
+    /// drawn at start (printed, and exported as `sample_stall_seed`), so each run of a
+    /// replayed trace stalls other requests.
+    #[arg(long, value_name = "S")]
+    pub stall_seed: Option<u32>,
     /// Serve `/api/op/{k}` for k in 0..N, ops that run functions of their group (0: none).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub ops: u32,
@@ -231,7 +236,7 @@ fn validate(args: &SampleServiceArgs) -> Result<Checked, SampleServiceError> {
         threads,
         cache,
         log,
-        stall: Stall::from_flags(args.stall_every, args.stall_ms)?,
+        stall: Stall::from_flags(args.stall_every, args.stall_ms, args.stall_seed)?,
         ops: Ops::from_flags(args.ops, args.op_groups, args.code_cache, args.miss_units)?,
     })
 }
@@ -270,6 +275,13 @@ pub fn run(args: SampleServiceArgs) -> Result<(), SampleServiceError> {
     };
 
     let (listener, local, shutdown) = listen(addr)?;
+    if let Some(stall) = stall {
+        // On stderr: stdout's first line is the contract with the parent (below).
+        eprintln!(
+            "sample-service: stalling 1 request in {} with seed {} (--stall-seed {} stalls the same ones)",
+            stall.every, stall.seed, stall.seed
+        );
+    }
 
     let shared = Arc::new(Shared {
         settings,
@@ -344,6 +356,7 @@ mod tests {
                 log_codec: None,
                 stall_every: None,
                 stall_ms: None,
+                stall_seed: None,
                 ops: 0,
                 op_groups: None,
                 code_cache: None,
@@ -373,6 +386,7 @@ mod tests {
         .is_empty());
         assert!(args(|a| a.stall_every = Some(300)).contains("--stall-every 300"));
         assert!(args(|a| a.stall_ms = Some(20.0)).contains("--stall-ms 20"));
+        assert!(args(|a| a.stall_seed = Some(4)).contains("--stall-seed 4"));
         assert!(args(|a| a.code_cache = Some(16)).contains("--code-cache 16"));
         assert!(args(|a| {
             a.ops = 8;

@@ -33,6 +33,9 @@ __all__ = ["AttributionFile", "AttributionSpec", "Factor", "load_attribution_fil
 _HINT = "fix each line above; `hairline attribute --check FILE` checks without running"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+# Replaced by the run's number when a run's arm is made: a per-run seed (e.g. the sample
+# service's --stall-seed), so runs of one treatment differ and a rerun repeats them.
+RUN_PLACEHOLDER = "{run}"
 # [load] fields a factor may set: one replay drives every arm of an experiment, so these
 # split the runs into experiments of their own.
 LOAD_FIELDS = ("rate_per_s", "arrival", "duration_s")
@@ -44,15 +47,16 @@ class FactorTable(TomlModel):
     """``[factors.NAME]``: two or more ``levels`` (the first is the reference) and how a
     level reaches the service (``args``: words appended to its start command, ``{value}``
     the level, or a table of words per level; ``env``: variables, ``{value}`` the level) or
-    the load (``load``: a [load] field the level sets)."""
+    the load (``load``: a [load] field the level sets). ``{run}`` in words or variables is
+    the run's number (1, 2, ...), a per-run seed the same on every rerun of the file."""
 
     levels: list[Level] = Field(min_length=1)
     """Two or more levels; the first is the reference."""
     args: list[str] | dict[str, list[str]] | None = None
-    """Words appended to the start command (``{value}`` the level), or a table of words
-    per level (a level not named adds none)."""
+    """Words appended to the start command (``{value}`` the level, ``{run}`` the run's
+    number), or a table of words per level (a level not named adds none)."""
     env: dict[str, str] | None = None
-    """Environment variables; ``{value}`` is the level."""
+    """Environment variables; ``{value}`` is the level, ``{run}`` the run's number."""
     load: Literal["rate_per_s", "arrival", "duration_s"] | None = None
     """A load factor: the [load] field the level sets, instead of the service."""
 
@@ -157,16 +161,20 @@ class AttributionSpec:
     def load_factors(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.factors if f.load is not None)
 
-    def arm(self, treatment: Treatment, folder: Path | None = None) -> ArmConfig:
-        """The experiment's baseline arm running ``treatment``: its own args and env, then
-        each service factor's words and variables for its level, then (with a [template])
-        the words passing the file rendered for the treatment into ``folder``."""
+    def arm(self, treatment: Treatment, folder: Path | None = None, run: int = 1) -> ArmConfig:
+        """The experiment's baseline arm running ``treatment`` as run number ``run``: its
+        own args and env, then each service factor's words and variables for its level
+        (``{run}`` replaced by the number), then (with a [template]) the words passing the
+        file rendered for the treatment into ``folder``."""
         base = self.experiment.arms[self.experiment.baseline_arm]
         args, env = list(base.args), dict(base.env)
+        number = str(run)
         for factor in self.factors:
             level = treatment[factor.name]
-            args += factor.args.get(level, ())
-            env |= factor.env.get(level, {})
+            args += (w.replace(RUN_PLACEHOLDER, number) for w in factor.args.get(level, ()))
+            env |= {
+                k: v.replace(RUN_PLACEHOLDER, number) for k, v in factor.env.get(level, {}).items()
+            }
         if self.template is not None and self.template_text is not None:
             if folder is None:
                 raise ValueError("a treatment with a [template] needs a folder to render into")
@@ -263,14 +271,18 @@ def _level_args(
         report(loc, f"{', '.join(map(repr, unknown))} not among the levels",
                f"use the levels {', '.join(levels)} (a level absent here adds no "
                "words)")  # fmt: skip
+    for level, words in table.args.items():
+        for word in words:
+            _only_value(word, (*loc, level), report)
     return {lv: tuple(table.args.get(lv, [])) for lv in levels}
 
 
 def _only_value(word: str, loc: tuple[str, ...], report: Report) -> None:
     for found in _PLACEHOLDER.findall(word):
-        if found != "value":
+        if found not in ("value", "run"):
             report(loc, f"{{{found}}} is not a placeholder here",
-                   "{value} is the factor's level; other factors have their own args")  # fmt: skip
+                   "{value} is the factor's level, {run} the run's number; other factors "
+                   "have their own args")  # fmt: skip
 
 
 def _known_fields(table: tuple[str, ...]) -> list[str]:

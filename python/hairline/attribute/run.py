@@ -124,7 +124,9 @@ def group_experiment(spec: AttributionSpec, group: Sequence[Run], folder: Path) 
     swap the arms between the hosts, so every run meets every host). A [template] is
     rendered per treatment under ``folder``."""
     arms = {
-        arm_name(r): spec.arm(spec.treatments[r.treatment], folder / f"t{r.treatment + 1}")
+        arm_name(r): spec.arm(
+            spec.treatments[r.treatment], folder / f"t{r.treatment + 1}", run=r.index + 1
+        )
         for r in group
     }
     load = spec.load(spec.treatments[group[0].treatment])
