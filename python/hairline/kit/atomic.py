@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,11 +30,30 @@ def umask() -> int:
     return mask
 
 
+def _special(path: Path) -> bool:
+    """Whether ``path`` is a device, a FIFO or a socket (following symlinks)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary path beside ``path`` to write to; renamed over ``path`` when the block
-    ends, removed if it raises. The folder is made if missing."""
+    ends, removed if it raises. The folder is made if missing.
+
+    A symlink is followed: the file it names is replaced, the link kept. A device, FIFO or
+    socket (``--json /dev/null``, a named pipe) is written in place: renaming over it
+    would replace it with a plain file, and /dev/null was once replaced that way, by root.
+    """
     target = Path(path)
+    if _special(target):
+        yield target
+        return
+    if target.is_symlink():
+        target = target.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     tmp = Path(name)
