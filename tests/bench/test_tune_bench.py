@@ -1,14 +1,25 @@
-"""bench/tune/run.py end to end on one seed of the cheap searchers: the table and the JSON
-it records in bench/RESULTS.md come out, with every searcher, objective and checkpoint."""
+"""bench/tune/run.py end to end on two seeds of the cheap searchers: the table and the JSON
+it records in bench/RESULTS.md come out, with every searcher, objective and checkpoint; and
+Bayesian optimisation against the exhaustive sweep on the sample service's knobs."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "tune" / "run.py"
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_tune_run", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -26,10 +37,13 @@ def test_the_json_has_a_regret_per_objective_searcher_and_checkpoint():
     run; the 120 s timeout is for two seeds of the cheap searchers (100 seeds took under 8 s an
     objective, bench/RESULTS.md)."""
     result = json.loads(run("--json").stdout)
-    assert result["picked_as"] == {"hill": "best observed", "random": "best observed"}
-    assert set(result["objectives"]) == {"threads", "buffer", "mixed4"}
-    for table in result["objectives"].values():
-        assert 2.0 <= table["top_pp"] <= 2.3
+    assert result["picked_as"] == "best observed, judged by its true value"
+    assert set(result["objectives"]) == {"threads", "buffer", "mixed4", "service", "rough"}
+    for name, table in result["objectives"].items():
+        # The simulated effects peak 2-2.2% above the default; the sample service's knobs
+        # 23% (its model) and 32% (its measured table) below the default's CPU.
+        top = {"service": 23.18, "rough": 31.58}.get(name, 2.1)
+        assert abs(table["top_pp"] - top) <= 0.15
         for searcher in ("hill", "random"):
             cells = table["searchers"][searcher]
             for k in ("5", "10", "20"):
@@ -37,6 +51,10 @@ def test_the_json_has_a_regret_per_objective_searcher_and_checkpoint():
                 # only when noise made a worse configuration than the default look better.
                 assert 0.0 <= cells[k]["q1_pp"] <= cells[k]["median_pp"] <= cells[k]["q3_pp"]
                 assert cells[k]["median_pp"] < table["top_pp"] + 1.0
+    for name in ("service", "rough"):
+        for gaps in result["versus_sweep"][name].values():
+            assert gaps["median_pct"] <= gaps["p90_pct"] <= gaps["max_pct"]
+            assert 0 <= gaps["within_goal"] <= 2
 
 
 def test_the_table_marks_the_lowest_median_and_says_how_bo_picks(tmp_path):
@@ -44,5 +62,5 @@ def test_the_table_marks_the_lowest_median_and_says_how_bo_picks(tmp_path):
     table = run("--objectives", "threads", "--out", str(out)).stdout
     assert "| threads (+2.20%) | hill |" in table
     assert "**" in table
-    assert "bo picks its best posterior mean" in table
+    assert "every searcher's pick is its best observed value, judged by its true value" in table
     assert json.loads(out.read_text())["seeds"] == 2
