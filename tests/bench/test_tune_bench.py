@@ -18,6 +18,8 @@ def load() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_tune_run", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Registered first: its dataclasses look their module up while being defined.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -79,16 +81,14 @@ def test_bo_picks_within_2_percent_of_the_sweep_with_two_thirds_of_its_evaluatio
     observed value and are judged by the true CPU of what they picked.
 
     False failure: none: the objectives and their noise are seeded, so every run draws the
-    same. The seeds are the first four, not chosen: the bench found BO within 2% on 98 and
-    99 of its 100 seeds at this budget. Random sampling with the same budget is within 2%
-    on 90 and 70 of them, so a searcher no better than chance passes these eight cases
-    with probability about 0.9^4 x 0.7^4 = 0.16; the default or any fixed pick fails.
+    same. The seeds are the first ones (four and two, to keep it to a few seconds), not
+    chosen: the bench found BO within 2% on 98 and 99 of its 100 seeds at this budget.
+    Random sampling with the same budget is within 2% on 90 and 70 of them, so a searcher
+    no better than chance passes these six cases with probability about 0.9^4 x 0.7^2 =
+    0.32; the default or any fixed pick fails.
     """
     bench = load()
     found = {o.name: o for o in bench.objectives()}
-    gaps = [
-        bench.gap_to_sweep(found[name], "bo", seed, BO_BUDGET)
-        for name in ("service", "rough")
-        for seed in range(4)
-    ]
+    cases = [("service", seed) for seed in range(4)] + [("rough", seed) for seed in range(2)]
+    gaps = [bench.gap_to_sweep(found[name], "bo", seed, BO_BUDGET) for name, seed in cases]
     assert max(gaps) <= 0.02
