@@ -136,7 +136,7 @@ def test_hill_climbs_a_concave_function_from_the_default_to_its_top_then_restart
     assert path[:8] == [2, 4, 5, 6, 7, 8, 9, 10]
     # Stuck at 9 (8 and 10 told, neither better): a restart from an unexplored point.
     assert path[8] not in {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-    assert best("hill", space, history, seed=5) == {"threads": 9}
+    assert best(history) == {"threads": 9}
 
 
 def test_hill_counts_an_improvement_only_beyond_its_standard_error():
@@ -181,7 +181,7 @@ def test_bo_finds_the_top_of_a_noisy_quadratic_within_20_evaluations_on_most_see
             (config,) = propose("bo", BOWL, history, 1, seed=seed)
             value = quadratic(config) + rng.normal(0.0, 0.003)
             history.append(Told(config, Observation(value, 0.003)))
-        pick = best("bo", BOWL, history, seed=seed)
+        pick = best(history)
         assert pick is not None
         # Within 0.15 percentage points of the top's +5.6% (seeds 0-7 reach 0.075 or better).
         found += TOP - quadratic(pick) < 0.0015

@@ -5,13 +5,13 @@ effect against the default and its standard error), the pending configurations a
 seed, so a run resumed after a restart proposes what it would have proposed uninterrupted:
 there is no state to save but the history itself. ``propose`` never returns the default,
 a configuration told or pending, or one twice; fewer than ``n`` only when the space or the
-searcher's plan is used up. ``best`` is the configuration a searcher would recommend.
+searcher's plan is used up. ``best`` is the configuration a run recommends.
 
     SEARCHERS      the names ("bo", "hill", "single", "random", "tpe", "grid")
     OPTIONS        each searcher's options with their defaults
     propose(...)   the next configurations
-    best(...)      the recommendation: the highest posterior mean among those told for
-                   "bo", the best observed value for the others
+    best(...)      the recommendation, by one rule for every searcher: the best observed
+                   value, as a tuning run reports it (``TuningResult.best``)
 """
 
 from __future__ import annotations
@@ -119,14 +119,15 @@ def propose(
     )
 
 
-def best(name: str, space: Space, history: Sequence[Told], *, seed: int) -> Configuration | None:
-    """The configuration the searcher recommends from the history; None when nothing told is
-    feasible."""
-    check_options(name, None)
-    if name == "bo":
-        from hairline.tune.searchers.bo import best_bo
+def best(history: Sequence[Told]) -> Configuration | None:
+    """The told configuration with the best observed value (the default, told first at 0,
+    when nothing beats it); None when nothing told is feasible.
 
-        return best_bo(space, history, seed)
+    One rule for every searcher, the one ``hairline tune`` reports and deploys
+    (``TuningResult.best``), so that searchers are compared on what a user gets. BO's
+    posterior mean is not used to pick: a rule only one searcher has makes the comparison
+    unfair (bench/RESULTS.md, "Autotuning searchers", has what it changed).
+    """
     feasible = [t for t in history if t.observation.value is not None]
     if not feasible:
         return None

@@ -29,7 +29,7 @@ from hairline.tune.searchers.common import Taken, Told, draw_unexplored, rng_for
 from hairline.tune.searchers.gp import FloatArray, Posterior, fit, noisy_expected_improvement
 from hairline.tune.space import Configuration, Space, neighbours
 
-__all__ = ["best_bo", "default_initial", "propose_bo"]
+__all__ = ["default_initial", "propose_bo"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -98,18 +98,6 @@ def propose_bo(
         out.append(choice)
         post = post.believe(space.encode(choice))
     return out
-
-
-@_one_thread
-def best_bo(space: Space, history: Sequence[Told], seed: int) -> Configuration | None:
-    """The told configuration with the highest posterior mean (the GP's answer, less swayed
-    by one lucky A/B than the best observed value); None when none is feasible."""
-    feasible = [t for t in history if t.observation.value is not None]
-    if len(feasible) < 2:
-        return feasible[0].config if feasible else None
-    post = _fitted(space, feasible, seed)
-    means = post.mean(np.array([space.encode(t.config) for t in feasible]))
-    return feasible[int(np.argmax(means))].config
 
 
 def _fitted(space: Space, feasible: Sequence[Told], seed: int) -> Posterior:
