@@ -270,7 +270,7 @@ def claim(
             return None if found is None else int(found)
         waiters: list[Waiter] = []
         usage_rows: list[tuple[str, str, int]] = []
-        for kind, team, n, oldest in connection.execute(_WAITING_AND_USAGE, params):
+        for kind, team, n, oldest in connection.execute(_WAITING_AND_USAGE, params).all():
             if kind == "waiting":
                 waiters.append(Waiter(team=team, priority=int(n), oldest_at=float(oldest)))
             else:
