@@ -325,7 +325,9 @@ def _allocate(
     check_overall_quota(team, overall, count)
     if len(kept) == count:
         return _allocation(_in_arm_order(kept, requirements))
-    held = held_by_region(connection, team, experiment_id, now)
+    # What the team holds matters only against a quota: a team without one skips the read.
+    limited = overall is not None or bool(regional)
+    held = held_by_region(connection, team, experiment_id, now) if limited else {}
     if overall is not None and sum(held.values()) + count > overall:
         return Waiting(f"team {team!r} holds {sum(held.values())} of its {overall} hosts")
     pinned = _pinned(kept, recorded, requirements)
