@@ -93,6 +93,34 @@ def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(
         assert row.claims == 2
 
 
+def test_ending_an_experiment_gives_its_hosts_back_only_if_the_lease_is_still_held(
+    store: Store, config: ExperimentConfig
+) -> None:
+    clock = FakeClock()
+    first, second = enqueue(store, config, clock=clock), enqueue(store, config, clock=clock)
+    with store.transaction() as session:
+        for n, experiment_id in enumerate((first, first, second)):
+            session.add(Host(name=f"h{n}", backend="ray", machine=f"h{n}", cpus="0", facts="{}",
+                             experiment_id=experiment_id, team="t",
+                             lease_expires_at=clock.now + 60))  # fmt: skip
+    assert claim(store, "p1", lease_s=300, clock=clock, experiment_id=first) == first
+    assert claim(store, "p1", lease_s=30, clock=clock, experiment_id=second) == second
+    clock.now += 31  # p1 still holds the first experiment, and lost the second to p2
+    assert claim(store, "p2", lease_s=30, clock=clock, experiment_id=second) == second
+
+    with store.transaction() as session:
+        transition(session, "p1", first, clock=clock, phase="done", give_hosts_back=True)
+    # The move and the release roll back together (on PostgreSQL they are one statement).
+    with pytest.raises(LeaseLost), store.transaction() as session:
+        transition(session, "p1", second, clock=clock, phase="done", give_hosts_back=True)
+
+    with store.transaction() as session:
+        held = dict(session.execute(select(Host.name, Host.experiment_id)).all())
+        phases = dict(session.execute(select(Experiment.id, Experiment.phase)).all())
+    assert held == {"h0": None, "h1": None, "h2": second}
+    assert phases == {first: "done", second: "queued"}
+
+
 def test_released_experiments_can_be_claimed_at_once(
     store: Store, config: ExperimentConfig
 ) -> None:

@@ -3,7 +3,7 @@
 Counting the free hosts of every class is the one scan of the whole inventory an
 allocation needs (one grouped query over the class columns; 5 ms of PostgreSQL's time at
 10,000 hosts on a quiet machine, 25 ms on a busy one). Each process reads it at most once
-every :data:`COUNTS_TTL_S` and counts its own allocations in at once. Counts older than
+every :data:`COUNTS_TTL_S` (5 s) and counts its own allocations in at once. Counts older than
 that are still used, up to :data:`STALE_MAX_S`, while a thread reads them again
 (stale-while-revalidate): with the read in the allocation, one allocation in twelve waited
 for it, which set the p99 of an allocation (bench/control). The counts only rank the
@@ -36,7 +36,12 @@ __all__ = [
 ]
 
 # How old the free hosts per class may be when an allocation ranks the classes by them.
-COUNTS_TTL_S = 1.0
+# Every processor reads them, so the scan's cost grows with the processors: at 1 s, eight
+# processors on PostgreSQL with 10,000 hosts spent a fifth to a third of the database's
+# time on it (6 ms a scan quiet, 15-33 ms with the machine busy; bench/control). At 5 s
+# it is a twentieth; the ranking barely moves in 5 s, and a choice whose class has run
+# out meanwhile is made again from counts read afresh.
+COUNTS_TTL_S = 5.0
 # Older counts than COUNTS_TTL_S are used while a thread reads them again, up to this age.
 STALE_MAX_S = 30.0
 
@@ -128,12 +133,17 @@ def count_taken(store: Store, backend: str, slots: Sequence[Group]) -> None:
     cached = _counts.get(key)
     if cached is None:
         return
-    taken: dict[Group, int] = {}
+    # By identity: the slots are groups of these very counts (or of counts since replaced,
+    # which then match nothing here), and hashing a frozen dataclass hashes every field,
+    # which for the hundreds of groups of an inventory cost more than the choice itself.
+    taken: dict[int, int] = {}
     for g in slots:
-        taken[g] = taken.get(g, 0) + 1
-    groups = (
-        dataclasses.replace(g, free=g.free - taken[g]) if g in taken else g for g in cached.groups
-    )
+        taken[id(g)] = taken.get(id(g), 0) + 1
+    groups = list(cached.groups)
+    for i, g in enumerate(groups):
+        n = taken.get(id(g))
+        if n is not None:
+            groups[i] = dataclasses.replace(g, free=g.free - n)
     _counts[key] = dataclasses.replace(cached, groups=tuple(g for g in groups if g.free > 0))
 
 

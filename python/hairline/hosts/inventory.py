@@ -50,14 +50,12 @@ from hairline.hosts.quotas import (
     check_overall_quota,
     count_held,
     held_by_region,
-    lock_quotas,
     room_by_region,
 )
 from hairline.hosts.rows import (
     LOCAL_BACKEND,
-    kept_hosts,
+    kept_hosts_locking_quotas,
     local_classes_exist,
-    record_region,
     release,
     take_hosts,
 )
@@ -321,12 +319,15 @@ def _allocate(
         # host to prefer, and avoiding them all would make the experiment wait forever.
         requirements = dataclasses.replace(requirements, max_cov=None)
     # What is the experiment's own first; the team's quota lock is held from here on.
-    kept, recorded = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
-    overall, regional = lock_quotas(connection, team)
+    kept, recorded, overall, regional = kept_hosts_locking_quotas(
+        connection, experiment_id, team, backend, count, now, lease_s
+    )
     check_overall_quota(team, overall, count)
     if len(kept) == count:
         return _allocation(_in_arm_order(kept, requirements))
-    held = held_by_region(connection, team, experiment_id, now)
+    # What the team holds matters only against a quota: a team without one skips the read.
+    limited = overall is not None or bool(regional)
+    held = held_by_region(connection, team, experiment_id, now) if limited else {}
     if overall is not None and sum(held.values()) + count > overall:
         return Waiting(f"team {team!r} holds {sum(held.values())} of its {overall} hosts")
     pinned = _pinned(kept, recorded, requirements)
@@ -347,14 +348,13 @@ def _allocate(
             raise _Stale
         return Waiting(choice.reason)
     taken = take_hosts(
-        connection, choice.slots, backend, _machine(), experiment_id, team, now, lease_s
-    )
+        connection, choice.slots, backend, _machine(), experiment_id, team, now, lease_s,
+        region_to_record=choice.region if recorded is None else None,
+    )  # fmt: skip
     if taken is None:
         raise HostTakenMeanwhile if fresh else _Stale
     count_taken(store, backend, choice.slots)
     count_held(store, team, len(taken))
-    if recorded is None:
-        record_region(connection, experiment_id, choice.region)
     return _allocation(_in_arm_order([*kept, *taken], requirements))
 
 

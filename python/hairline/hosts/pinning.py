@@ -21,10 +21,9 @@ from hairline.hosts.quotas import (
     check_overall_quota,
     count_held,
     held_by_region,
-    lock_quotas,
     room_by_region,
 )
-from hairline.hosts.rows import kept_hosts, record_region
+from hairline.hosts.rows import kept_hosts_locking_quotas, record_region
 from hairline.store.db import Store
 from hairline.store.models import Host
 
@@ -80,8 +79,9 @@ def _allocate(
     backend: str,
 ) -> list[Any] | str:
     count = len(names)
-    kept, recorded = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
-    overall, regional = lock_quotas(connection, team)
+    kept, recorded, overall, regional = kept_hosts_locking_quotas(
+        connection, experiment_id, team, backend, count, now, lease_s
+    )
     check_overall_quota(team, overall, count)
     given: list[Any | None] = [None] * count
     for host in kept:

@@ -22,12 +22,15 @@ from sqlalchemy import (
 )
 
 from hairline.errors import HostsUnavailable
+from hairline.hosts.quotas import LOCKING_COLUMNS, lock_quotas, locked_quotas
 from hairline.hosts.similar import GROUP_FACTS, Group, Requirements
 from hairline.store.models import Experiment, Host
 
 __all__ = [
     "LOCAL_BACKEND",
+    "RELEASE",
     "kept_hosts",
+    "kept_hosts_locking_quotas",
     "local_classes_exist",
     "record_region",
     "release",
@@ -49,9 +52,12 @@ _MINE = (
     .where(_EXPERIMENTS.c.id == bindparam("e_id"))
     .order_by(_H.id)
 )
+_MINE_LOCKING = _MINE.add_columns(*LOCKING_COLUMNS)
 _NOBODY = {"experiment_id": None, "team": None, "allocated_at": None, "lease_expires_at": None}
 _GIVE_BACK = update(_HOSTS).where(_H.id.in_(bindparam("ids", expanding=True))).values(_NOBODY)
-_RELEASE = update(_HOSTS).where(_H.experiment_id == bindparam("e_id")).values(_NOBODY)
+# Every host of experiment ``e_id`` given back (public: ``lab/queue.py`` runs it as part
+# of the statement that ends the experiment).
+RELEASE = update(_HOSTS).where(_H.experiment_id == bindparam("e_id")).values(_NOBODY)
 _RENEW = (
     update(_HOSTS)
     .where(_H.id.in_(bindparam("ids", expanding=True)))
@@ -88,6 +94,11 @@ def _take_statement(local: bool) -> Any:
 
 
 _TAKE = {True: _take_statement(local=True), False: _take_statement(local=False)}
+# The first take of an experiment's first allocation also records its region; on
+# PostgreSQL as a data-modifying CTE of that take, one round trip fewer.
+_TAKE_RECORDING = {
+    local: take.add_cte(_SET_REGION.cte("recorded")) for local, take in _TAKE.items()
+}
 
 
 def record_region(connection: Connection, experiment_id: int, region: str) -> None:
@@ -97,7 +108,7 @@ def record_region(connection: Connection, experiment_id: int, region: str) -> No
 
 def release(connection: Connection, experiment_id: int) -> None:
     """Give every host of the experiment back."""
-    connection.execute(_RELEASE, {"e_id": experiment_id})
+    connection.execute(RELEASE, {"e_id": experiment_id})
 
 
 def kept_hosts(
@@ -111,6 +122,38 @@ def kept_hosts(
     """The experiment's hosts (rows) that can go on serving it, their leases renewed, the
     others (dead, disabled) given back; and the region its first allocation chose, if any."""
     rows = connection.execute(_MINE, {"e_id": experiment_id}).all()
+    return _keep(connection, rows, backend, count, now, lease_s)
+
+
+def kept_hosts_locking_quotas(
+    connection: Connection,
+    experiment_id: int,
+    team: str,
+    backend: str,
+    count: int,
+    now: float,
+    lease_s: float,
+) -> tuple[list[Any], str | None, int | None, dict[str, int]]:
+    """:func:`kept_hosts`, then the team's quotas locked and read (``lock_quotas``): on
+    PostgreSQL the lock rides on the read of the experiment's hosts, one round trip."""
+    if connection.dialect.name != "postgresql":
+        kept, recorded = kept_hosts(connection, experiment_id, backend, count, now, lease_s)
+        return kept, recorded, *lock_quotas(connection, team)
+    rows = connection.execute(_MINE_LOCKING, {"e_id": experiment_id, "t": team}).all()
+    # No row: no such experiment (the lock is held all the same; read the quotas alone).
+    overall, regional = locked_quotas(rows[0]) if rows else lock_quotas(connection, team)
+    kept, recorded = _keep(connection, rows, backend, count, now, lease_s)
+    return kept, recorded, overall, regional
+
+
+def _keep(
+    connection: Connection,
+    rows: Sequence[Any],
+    backend: str,
+    count: int,
+    now: float,
+    lease_s: float,
+) -> tuple[list[Any], str | None]:
     recorded = None if not rows or rows[0].recorded_region is None else str(rows[0].recorded_region)
     mine = [h for h in rows if h.id is not None]
     kept = [h for h in mine if h.enabled and h.healthy and h.backend == backend][:count]
@@ -151,20 +194,27 @@ def take_hosts(
     team: str,
     now: float,
     lease_s: float,
+    *,
+    region_to_record: str | None = None,
 ) -> list[Any] | None:
-    """Take the chosen groups' hosts (rows), one statement per group; None if others took
-    them first (the caller rolls the transaction back, so none stay taken)."""
+    """Take the chosen groups' hosts (rows), one statement per group, and record
+    ``region_to_record`` as the experiment's region (:func:`record_region`); None if others
+    took them first (the caller rolls the transaction back, so none stay taken)."""
     wanted: dict[Group, int] = {}
     for group in slots:
         wanted[group] = wanted.get(group, 0) + 1
-    take = _TAKE[backend == LOCAL_BACKEND]
+    local = backend == LOCAL_BACKEND
+    recording = region_to_record is not None and connection.dialect.name == "postgresql"
     base = {"h_backend": backend, "now": now, "h_machine": machine, "e_id": experiment_id,
-            "e_team": team, "until": now + lease_s}  # fmt: skip
+            "e_team": team, "until": now + lease_s, "r": region_to_record}  # fmt: skip
     rows: list[Any] = []
     for group, n in wanted.items():
+        take = _TAKE_RECORDING[local] if recording and not rows else _TAKE[local]
         params = {**base, "n": n, **{f"g_{f}": group.fact(f) for f in GROUP_FACTS}}
         found = connection.execute(take, params).all()
         if len(found) < n:
             return None
         rows.extend(found)
+    if region_to_record is not None and not recording:
+        record_region(connection, experiment_id, region_to_record)
     return rows

@@ -217,34 +217,51 @@ def choose(
     # attrgetter of one name gives the value, not a 1-tuple (every arm fact named).
     key_of = getter if len(shared) > 1 else (lambda g: (getter(g),))
     avoid = _avoid_list(requirements, named)
+    # This loop runs over every group of free hosts (hundreds: classes times CPU models
+    # times turbo states) in every allocation, so it does no more than it must: the
+    # pinned facts filter once, the avoided values are looked up by value, and a group
+    # with no room in its region is set aside before it is keyed.
+    if pinned_items:
+        groups = [g for g in groups if all(getattr(g, k) == v for k, v in pinned_items)]
+    avoid_model = {v: why for (f, v), why in avoid.items() if f == "cpu_model"}
+    avoid_kernel = {v: why for (f, v), why in avoid.items() if f == "kernel"}
     candidates: list[Group] = []
     avoided: dict[str, None] = {}
     usable_regions: set[str] = set()
     short_of_room: set[str] = set()
     by_key: dict[tuple[str, ...], list[Group]] = {}
     for g in groups:
-        if g.free <= 0 or any(getattr(g, k) != v for k, v in pinned_items):
+        if g.free <= 0:
             continue
         candidates.append(g)
         if avoid:
-            why = avoid.get(("cpu_model", g.cpu_model)) or avoid.get(("kernel", g.kernel))
+            why = avoid_model.get(g.cpu_model) or avoid_kernel.get(g.kernel)
             if why is not None:
                 avoided[why] = None
                 continue
-        usable_regions.add(g.region)
-        if room.get(g.region, 0) < need:
-            short_of_room.add(g.region)
+        region = g.region
+        usable_regions.add(region)
+        if room.get(region, 0) < need:
+            short_of_room.add(region)
             continue
-        by_key.setdefault(key_of(g), []).append(g)
+        key = key_of(g)
+        members = by_key.get(key)
+        if members is None:
+            by_key[key] = [g]
+        else:
+            members.append(g)
     # Each class's rank with the best turbo it could give; fills (the costly part) are
     # made in that order, until no class left could rank above the best one filled.
     bounds = []
     for key, members in by_key.items():
-        free = sum(g.free for g in members)
+        free = 0
+        best_turbo = 2
+        for g in members:
+            free += g.free
+            best_turbo = min(best_turbo, _TURBO_RANK.get(g.turbo, 1))
         if free >= need:
             region = key[region_at]
-            turbo = need * min(_TURBO_RANK.get(g.turbo, 1) for g in members)
-            bounds.append(((-room[region], region, turbo, -free, key), members))
+            bounds.append(((-room[region], region, need * best_turbo, -free, key), members))
     bounds.sort(key=lambda b: b[0])
     best: tuple[tuple[object, ...], list[Group]] | None = None
     for bound, members in bounds:
