@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,11 @@ import pytest
 from hairline.config import ExperimentConfig
 from hairline.lab.queue import enqueue
 from hairline.lab.validity import ArmReading, batch_problems
-from hairline.store.db import Store, open_store
+from hairline.store.db import Store
 from hairline.store.models import Experiment
 from hairline.tune.apply import CONTROL_ARM, batch_experiments
-from hairline.tune.config import TuningSpec, load_tuning_file
+from hairline.tune.config import TuningSpec
 from hairline.tune.outcome import Found, blamed_arms, read_outcome, settle
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample-service" / "tune.toml"
 
 
 def rate_gate_detail(target: str, off: float) -> str:
@@ -43,15 +40,9 @@ def reading(*, running: bool = True, errors: int = 0) -> ArmReading:
 
 
 @pytest.fixture
-def spec() -> TuningSpec:
-    return load_tuning_file(EXAMPLE)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = open_store(f"sqlite:///{tmp_path / 'hairline.db'}", home=tmp_path / "home")
-    yield s
-    s.close()
+def store(sqlite_store: Store) -> Store:
+    """One SQLite store (tests/tune/conftest.py), not the root's SQLite and PostgreSQL."""
+    return sqlite_store
 
 
 def failed_experiment(store: Store, config: ExperimentConfig, failure: str) -> int:

@@ -4,32 +4,24 @@ counting), on a real SQLite store at the newest schema."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hairline.lab.queue import enqueue
-from hairline.store.db import Store, open_store
+from hairline.store.db import Store
 from hairline.tune import runs
 from hairline.tune.apply import batch_experiments
-from hairline.tune.config import TuningSpec, load_tuning_file
+from hairline.tune.config import TuningSpec
 from hairline.tune.loop import _reopen_interrupted
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample-service" / "tune.toml"
 CANDIDATES = [{"log_batch": 64, "log_codec": "none"}, {"log_batch": 256, "log_codec": "fast"}]
 
 
 @pytest.fixture
-def spec() -> TuningSpec:
-    return load_tuning_file(EXAMPLE)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = open_store(f"sqlite:///{tmp_path / 'hairline.db'}", home=tmp_path / "home")
-    yield s
-    s.close()
+def store(sqlite_store: Store) -> Store:
+    """One SQLite store (tests/tune/conftest.py), not the root's SQLite and PostgreSQL."""
+    return sqlite_store
 
 
 def queued(store: Store, spec: TuningSpec, tmp_path: Path) -> tuple[int, list[int]]:
