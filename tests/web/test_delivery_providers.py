@@ -17,7 +17,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 # False failure of every test here: the events that fail tests/web/test_gate_cli.py's gate
 # tests, which state at most about 1e-3 through the session's web_runs
 # (tests/web/conftest.py): one of the A/A's seven deciding verdicts at alpha 0.0001 flagged
-# as a regression (a union bound: 7e-4), or the 30% regression (about ten times its
+# as a regression (a union bound: 7e-4), or the 30% regression (about six times its
 # interval's half-width past the 2% threshold) not found.
 
 
