@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from hairline.lab.analysis import AnalysisOptions, analyze
 from hairline.report.context import ArmReport, ExperimentReport, HostReport, metric_trials
 from hairline.report.html import SERIES_BUCKETS, render_html
 from hairline.report.html.charts import metric_unit
+from hairline.report.html.page import REPORT_CSS
+from hairline.stats.certificate import aa_record
 from hairline.store.observations import Observations, read_observations, write_observations
 
 
@@ -219,6 +222,32 @@ def test_wide_tables_scroll_inside_the_page_instead_of_overflowing_it() -> None:
 
     rule = _CSS[_CSS.index("table{") : _CSS.index("}", _CSS.index("table{"))]
     assert "overflow-x:auto" in rule and "max-width:100%" in rule
+
+
+def test_the_verdict_table_keeps_its_certificate_columns_on_the_page(tmp_path: Path) -> None:
+    """False failure: none: seeded data, and the A/A records are given.
+
+    At 1,000 px the table used to hide its last columns (verdict, A/A flagged, detects)
+    behind its scroll bar: a long metric name could not wrap and every number could. Names
+    now wrap at ``_`` (and before ``[`` and ``/``), the A/A cell between its count and its
+    band, and numbers never (tests/web/test_browser.py measures it in Chromium)."""
+    records = {
+        "cpu_ns_per_request": aa_record(["no change"] * 19 + ["regression"], 0.05),
+        "latency_us": aa_record(["regression"] * 6 + ["no change"] * 14, 0.05),
+    }
+    base = experiment(lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=1))
+    page = render_html(replace(base, aa_records=records))
+    table = page[page.index('<table class="verdicts">') :]
+    table = table[: table.index("</table>")]
+    assert ">cpu_<wbr>ns_<wbr>per_<wbr>request</a>" in table
+    assert '<span class="nowrap">1/20</span> <span class="nowrap">(0-3 expected)</span>' in table
+    over = '<span class="nowrap">(0-3 expected): <span class="over">over</span></span>'
+    assert '<span class="nowrap">6/20</span> ' + over in table
+    assert "table.verdicts td{white-space:nowrap}" in REPORT_CSS
+    # With no A/A history the cell says so, and the MDE is still given.
+    page = render_html(base)
+    assert page.count('<td class="l wrap">no A/A record</td>') == 2
+    assert re.search(r"no A/A record</td><td>\d[\d.]*%</td>", page)
 
 
 def test_trials_are_numbered_from_1_as_the_labs_progress_line_counts_them(

@@ -53,6 +53,7 @@ from hairline.report.html.charts import (
 )
 from hairline.report.html.curves import capacity_section
 from hairline.report.html.flamegraph import FLAME_WIDTH_PX, MIN_FRAME_PX, flame_svg
+from hairline.stats.certificate import Certificate
 
 __all__ = ["REPORT_CSS", "render_html", "report_body"]
 
@@ -77,6 +78,12 @@ table{border-collapse:collapse;margin:6px 0 12px;display:block;max-width:100%;
   overflow-x:auto}
 th,td{padding:3px 10px;border-bottom:1px solid #e5e7eb;text-align:right;vertical-align:top}
 th{font-weight:600;background:#f9fafb}th.l,td.l{text-align:left}
+/* The verdict table fits the page with its certificate columns (A/A flagged, detects) on
+   screen: numbers never wrap; names, thresholds and the A/A band may. */
+table.verdicts{font-size:13px}table.verdicts th,table.verdicts td{padding:3px 7px}
+table.verdicts td{white-space:nowrap}
+table.verdicts td.wrap{white-space:normal}.nowrap{white-space:nowrap}
+.over{color:#b45309;font-weight:700}
 .v-regression{color:#b91c1c;font-weight:700}.v-improvement{color:#15803d;font-weight:600}
 .v-no-change{color:#4b5563}.v-inconclusive{color:#b45309;font-weight:600}
 .cmp{margin:6px 0 2px}.cmp b{font-size:15px}
@@ -179,14 +186,15 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
         effect, interval = effect_text(r)
         against = f'<td class="l">{_e(r.baseline)}</td>' if chained else ""
         rows.append(
-            f'<tr><td class="l"><a href="#{anchors[r.metric]}">{_e(r.metric)}</a></td>'
+            f'<tr><td class="l wrap"><a href="#{anchors[r.metric]}">{_name(r.metric)}</a></td>'
             f'<td class="l">{_e(r.candidate)}</td>{against}'
             f"<td>{_e(number_text(r.comparison.mean_a))}</td>"
             f"<td>{_e(number_text(r.comparison.mean_b))}</td>"
             f"<td>{_e(effect)}</td><td>{_e(interval)}</td>"
-            f"<td>{_e(_p(r.verdict.p_adjusted))}</td><td>{_e(threshold_text(r))}</td>"
+            f"<td>{_e(_p(r.verdict.p_adjusted))}</td>"
+            f'<td class="wrap">{_e(threshold_text(r))}</td>'
             f'<td class="l">{_verdict(r.verdict.label)}</td>'
-            f'<td class="l">{_e(aa_text(cert := certs[(r.metric, r.candidate)]))}</td>'
+            f'<td class="l wrap">{_aa_cell(cert := certs[(r.metric, r.candidate)])}</td>'
             f"<td>{_e(mde_text(cert))}</td></tr>"
         )
     against = "its baseline" if chained else analysis.baseline
@@ -197,11 +205,31 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
         f"units for absolute ones. <i>A/A flagged</i>: the metric's false positives on this "
         f"service's A/A runs, and the count alpha explains; <i>detects</i>: the smallest "
         f"change this experiment finds with 80% power.</p>",
-        "<table>" + "".join(rows) + "</table>",
+        '<table class="verdicts">' + "".join(rows) + "</table>",
     ]
     if chained:
         parts.append(f"<p><b>{_e(deciding_text(analysis))}</b></p>")
     return parts
+
+
+def _name(metric: str) -> str:
+    """A metric's name that may wrap after ``_`` and before ``[`` or ``/``: the verdict
+    table then fits the page with its certificate columns on screen (a name like
+    ``sample_downstream_reads_total[/api/profile]_per_request`` kept whole pushed them
+    behind the table's scroll bar at 1,000 px)."""
+    return _e(metric).replace("_", "_<wbr>").replace("[", "<wbr>[").replace("/", "<wbr>/")
+
+
+def _aa_cell(cert: Certificate) -> str:
+    """The A/A record's count and band, wrapped between the two if at all (``0/2`` over
+    ``(0-1 expected)``, never ``0/2 (0-1`` over ``expected)``), and ``over`` marked."""
+    text = aa_text(cert)
+    count, sep, band = text.partition(" (")
+    if not sep:
+        return _e(text)
+    band, over, _ = ("(" + band).partition(": over")
+    mark = ': <span class="over">over</span>' if over else ""
+    return f'<span class="nowrap">{_e(count)}</span> <span class="nowrap">{_e(band)}{mark}</span>'
 
 
 def _p(x: float) -> str:
