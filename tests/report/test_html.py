@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from report_fixture import make_report
 
@@ -228,25 +229,32 @@ def test_the_verdict_table_keeps_its_certificate_columns_on_the_page(tmp_path: P
     """False failure: none: seeded data, and the A/A records are given.
 
     At 1,000 px the table used to hide its last columns (verdict, A/A flagged, detects)
-    behind its scroll bar: a long metric name could not wrap and every number could. Names
-    now wrap at ``_`` (and before ``[`` and ``/``), the A/A cell between its count and its
-    band, and numbers never (tests/web/test_browser.py measures it in Chromium)."""
+    behind its scroll bar: a long metric name could not wrap and every number could. Long
+    names now wrap at ``_`` (and before ``[`` and ``/``), short ones and numbers never
+    (tests/web/test_browser.py measures the table in Chromium)."""
+    long = "sample_downstream_reads_total[/api/feed]_per_request"
+    observations = lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=1)
+    renamed = observations.table.set_column(
+        observations.table.schema.get_field_index("metric"), "metric",
+        pc.replace_substring(observations.table["metric"], "latency_us", long),
+    )  # fmt: skip
     records = {
         "cpu_ns_per_request": aa_record(["no change"] * 19 + ["regression"], 0.05),
-        "latency_us": aa_record(["regression"] * 6 + ["no change"] * 14, 0.05),
+        long: aa_record(["regression"] * 6 + ["no change"] * 14, 0.05),
     }
-    base = experiment(lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=1))
+    renamed_observations = read_observations(write_observations(tmp_path / "r.parquet", renamed))
+    base = experiment(renamed_observations)
     page = render_html(replace(base, aa_records=records))
     table = page[page.index('<table class="verdicts">') :]
     table = table[: table.index("</table>")]
-    assert ">cpu_<wbr>ns_<wbr>per_<wbr>request</a>" in table
-    assert '<span class="nowrap">1/20</span> <span class="nowrap">(0-3 expected)</span>' in table
-    over = '<span class="nowrap">(0-3 expected): <span class="over">over</span></span>'
-    assert '<span class="nowrap">6/20</span> ' + over in table
+    assert ">cpu_ns_per_request</a>" in table
+    assert ">sample_<wbr>downstream_<wbr>reads_<wbr>total<wbr>[<wbr>/api<wbr>/feed]_<wbr>" in table
+    assert '<td class="l">1/20 (0-3 expected)</td>' in table
+    assert '<td class="l">6/20 (0-3 expected): <span class="over">over</span></td>' in table
     assert "table.verdicts td{white-space:nowrap}" in REPORT_CSS
     # With no A/A history the cell says so, and the MDE is still given.
     page = render_html(base)
-    assert page.count('<td class="l wrap">no A/A record</td>') == 2
+    assert page.count('<td class="l">no A/A record</td>') == 2
     assert re.search(r"no A/A record</td><td>\d[\d.]*%</td>", page)
 
 

@@ -57,6 +57,10 @@ from hairline.stats.certificate import Certificate
 
 __all__ = ["REPORT_CSS", "render_html", "report_body"]
 
+# Metric names this long or shorter never wrap in the verdict table (cpu_ns_per_request is
+# 18, anon_memory_bytes 17; the sample service's per-endpoint counters are over 45).
+WHOLE_NAME_CHARS = 24
+
 # The report's style; the dashboard's experiment page includes it with report_body().
 REPORT_CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2937;
@@ -79,10 +83,9 @@ table{border-collapse:collapse;margin:6px 0 12px;display:block;max-width:100%;
 th,td{padding:3px 10px;border-bottom:1px solid #e5e7eb;text-align:right;vertical-align:top}
 th{font-weight:600;background:#f9fafb}th.l,td.l{text-align:left}
 /* The verdict table fits the page with its certificate columns (A/A flagged, detects) on
-   screen: numbers never wrap; names, thresholds and the A/A band may. */
+   screen: numbers and the A/A record never wrap; long names and thresholds may. */
 table.verdicts{font-size:13px}table.verdicts th,table.verdicts td{padding:3px 7px}
-table.verdicts td{white-space:nowrap}
-table.verdicts td.wrap{white-space:normal}.nowrap{white-space:nowrap}
+table.verdicts td{white-space:nowrap}table.verdicts td.wrap{white-space:normal}
 .over{color:#b45309;font-weight:700}
 .v-regression{color:#b91c1c;font-weight:700}.v-improvement{color:#15803d;font-weight:600}
 .v-no-change{color:#4b5563}.v-inconclusive{color:#b45309;font-weight:600}
@@ -170,9 +173,12 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
         return []
     p_header = "p" if analysis.correction == "none" else f"p ({analysis.correction})"
     candidates = list(dict.fromkeys(r.candidate for r in analysis.results))
-    mean_b = candidates[0] if len(candidates) == 1 else "candidate"
+    many = len(candidates) > 1
+    mean_b = "candidate" if many else candidates[0]
     chained = analysis.chained
-    head = ["metric", "arm", *(["against"] if chained else [])]
+    # One candidate: its column of means is headed with its name, so no "arm" column (as
+    # in Markdown): the room goes to the certificate's columns.
+    head = ["metric", *(["arm"] if many else []), *(["against"] if chained else [])]
     head += ["baseline" if chained else analysis.baseline, mean_b, "effect", "CI", p_header]
     head += ["threshold", "verdict", "A/A flagged", "detects"]
     certs = certificates(analysis, report.aa_records)
@@ -184,17 +190,18 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
     ]
     for r in analysis.results:
         effect, interval = effect_text(r)
+        arm = f'<td class="l">{_e(r.candidate)}</td>' if many else ""
         against = f'<td class="l">{_e(r.baseline)}</td>' if chained else ""
         rows.append(
             f'<tr><td class="l wrap"><a href="#{anchors[r.metric]}">{_name(r.metric)}</a></td>'
-            f'<td class="l">{_e(r.candidate)}</td>{against}'
+            f"{arm}{against}"
             f"<td>{_e(number_text(r.comparison.mean_a))}</td>"
             f"<td>{_e(number_text(r.comparison.mean_b))}</td>"
             f"<td>{_e(effect)}</td><td>{_e(interval)}</td>"
             f"<td>{_e(_p(r.verdict.p_adjusted))}</td>"
             f'<td class="wrap">{_e(threshold_text(r))}</td>'
             f'<td class="l">{_verdict(r.verdict.label)}</td>'
-            f'<td class="l wrap">{_aa_cell(cert := certs[(r.metric, r.candidate)])}</td>'
+            f'<td class="l">{_aa_cell(cert := certs[(r.metric, r.candidate)])}</td>'
             f"<td>{_e(mde_text(cert))}</td></tr>"
         )
     against = "its baseline" if chained else analysis.baseline
@@ -213,23 +220,21 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
 
 
 def _name(metric: str) -> str:
-    """A metric's name that may wrap after ``_`` and before ``[`` or ``/``: the verdict
-    table then fits the page with its certificate columns on screen (a name like
-    ``sample_downstream_reads_total[/api/profile]_per_request`` kept whole pushed them
-    behind the table's scroll bar at 1,000 px)."""
-    return _e(metric).replace("_", "_<wbr>").replace("[", "<wbr>[").replace("/", "<wbr>/")
+    """A long metric's name that may wrap after ``_`` and before ``[`` or ``/``, so that
+    the verdict table fits the page with its certificate columns on screen (kept whole,
+    ``sample_downstream_reads_total[/api/profile]_per_request`` pushed them behind the
+    table's scroll bar at 1,000 px). Names of up to WHOLE_NAME_CHARS stay whole: a
+    ``latency_p50_`` over ``us`` reads worse than the room it saves."""
+    text = _e(metric)
+    if len(metric) <= WHOLE_NAME_CHARS:
+        return text
+    return text.replace("_", "_<wbr>").replace("[", "<wbr>[").replace("/", "<wbr>/")
 
 
 def _aa_cell(cert: Certificate) -> str:
-    """The A/A record's count and band, wrapped between the two if at all (``0/2`` over
-    ``(0-1 expected)``, never ``0/2 (0-1`` over ``expected)``), and ``over`` marked."""
-    text = aa_text(cert)
-    count, sep, band = text.partition(" (")
-    if not sep:
-        return _e(text)
-    band, over, _ = ("(" + band).partition(": over")
-    mark = ': <span class="over">over</span>' if over else ""
-    return f'<span class="nowrap">{_e(count)}</span> <span class="nowrap">{_e(band)}{mark}</span>'
+    """The A/A record (``0/2 (0-1 expected)``), its ``over`` marked."""
+    text, over, _ = aa_text(cert).partition(": over")
+    return _e(text) + (': <span class="over">over</span>' if over else "")
 
 
 def _p(x: float) -> str:
