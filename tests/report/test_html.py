@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from report_fixture import make_report
 
@@ -17,6 +19,8 @@ from hairline.lab.analysis import AnalysisOptions, analyze
 from hairline.report.context import ArmReport, ExperimentReport, HostReport, metric_trials
 from hairline.report.html import SERIES_BUCKETS, render_html
 from hairline.report.html.charts import metric_unit
+from hairline.report.html.page import REPORT_CSS
+from hairline.stats.certificate import aa_record
 from hairline.store.observations import Observations, read_observations, write_observations
 
 
@@ -219,6 +223,39 @@ def test_wide_tables_scroll_inside_the_page_instead_of_overflowing_it() -> None:
 
     rule = _CSS[_CSS.index("table{") : _CSS.index("}", _CSS.index("table{"))]
     assert "overflow-x:auto" in rule and "max-width:100%" in rule
+
+
+def test_the_verdict_table_keeps_its_certificate_columns_on_the_page(tmp_path: Path) -> None:
+    """False failure: none: seeded data, and the A/A records are given.
+
+    At 1,000 px the table used to hide its last columns (verdict, A/A flagged, detects)
+    behind its scroll bar: a long metric name could not wrap and every number could. Long
+    names now wrap at ``_`` (and before ``[`` and ``/``), short ones and numbers never
+    (tests/web/test_browser.py measures the table in Chromium)."""
+    long = "sample_downstream_reads_total[/api/feed]_per_request"
+    observations = lab_observations(tmp_path / "o.parquet", cpu_effect=0.05, seed=1)
+    renamed = observations.table.set_column(
+        observations.table.schema.get_field_index("metric"), "metric",
+        pc.replace_substring(observations.table["metric"], "latency_us", long),
+    )  # fmt: skip
+    records = {
+        "cpu_ns_per_request": aa_record(["no change"] * 19 + ["regression"], 0.05),
+        long: aa_record(["regression"] * 6 + ["no change"] * 14, 0.05),
+    }
+    renamed_observations = read_observations(write_observations(tmp_path / "r.parquet", renamed))
+    base = experiment(renamed_observations)
+    page = render_html(replace(base, aa_records=records))
+    table = page[page.index('<table class="verdicts">') :]
+    table = table[: table.index("</table>")]
+    assert ">cpu_ns_per_request</a>" in table
+    assert ">sample_<wbr>downstream_<wbr>reads_<wbr>total<wbr>[<wbr>/api<wbr>/feed]_<wbr>" in table
+    assert '<td class="l">1/20 (0-3 expected)</td>' in table
+    assert '<td class="l">6/20 (0-3 expected): <span class="over">over</span></td>' in table
+    assert "table.verdicts td{white-space:nowrap}" in REPORT_CSS
+    # With no A/A history the cell says so, and the MDE is still given.
+    page = render_html(base)
+    assert page.count('<td class="l">no A/A record</td>') == 2
+    assert re.search(r"no A/A record</td><td>\d[\d.]*%</td>", page)
 
 
 def test_trials_are_numbered_from_1_as_the_labs_progress_line_counts_them(

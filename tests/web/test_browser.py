@@ -68,6 +68,16 @@ def shoot(page: Any, folder: Path, name: str) -> Path:
     return path
 
 
+def certificate_on_screen(page: Any, table: str) -> bool:
+    """Whether the verdict table's last column (the certificate's "detects") is in the
+    window, not behind the table's horizontal scroll bar: the sample service's long
+    metric names once pushed it and "A/A flagged" off a 1,000 px column."""
+    scroll, client = page.locator(table).evaluate("t => [t.scrollWidth, t.clientWidth]")
+    box = page.locator(f"{table} th", has_text="detects").bounding_box()
+    width = page.viewport_size["width"]
+    return bool(scroll <= client and box is not None and box["x"] + box["width"] <= width)
+
+
 def test_every_page_renders_a_real_regression_and_a_real_aa_run(
     chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
 ) -> None:
@@ -93,10 +103,11 @@ def test_every_page_renders_a_real_regression_and_a_real_aa_run(
     assert facts.count() >= 1 and "cpu_model" in facts.first.inner_text()
     assert page.locator("#live").get_attribute("data-phase") == "done"
     # Each verdict's certificate: the one A/A run before it, and what it could detect.
-    summary = page.locator(".report table").first.inner_text()
+    summary = page.locator(".report table.verdicts").inner_text()
     assert "A/A flagged" in summary and "detects" in summary
-    assert re.search(r"\b[01]/1 \(0-\d expected\)", summary), summary
+    assert re.search(r"\b[01]/1\s+\(0-\d expected\)", summary), summary
     assert "Certificate:" in page.locator(".report section").first.inner_text()
+    assert certificate_on_screen(page, ".report table.verdicts")
     # One numbering of trials for users, from 1 (the lab's progress line says "trial 1 of
     # 4"): the per-trial tables, the host facts; and one count: the status line's "D of N
     # trials done" is the report's "D of N trials".
@@ -143,7 +154,13 @@ def test_every_page_renders_a_real_regression_and_a_real_aa_run(
     cert = json.loads((tmp_path / "r.json").read_text())["analysis"]["metrics"][0]["certificate"]
     assert cert["aa_history"]["runs"] == 1 and cert["mde"] > 0, cert
     page.goto(report_html.as_uri())
-    assert re.search(r"\b[01]/1 \(0-\d expected\)", page.locator("table").first.inner_text())
+    summary = page.locator("table.verdicts").inner_text()
+    assert "A/A flagged" in summary and "detects" in summary
+    assert re.search(r"\b[01]/1\s+\(0-\d expected\)", summary), summary
+    sentence = page.locator("section p.cert").first.inner_text()
+    assert re.search(r"Certificate: [01] of 1 A/A runs of this service flagged", sentence)
+    assert re.search(r"this experiment detects a change of \S+ or more with 80% power", sentence)
+    assert certificate_on_screen(page, "table.verdicts")
     shoot(page, tmp_path, "report-html")
 
     page.goto(f"{web_lab.url}/aa")

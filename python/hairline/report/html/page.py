@@ -53,8 +53,13 @@ from hairline.report.html.charts import (
 )
 from hairline.report.html.curves import capacity_section
 from hairline.report.html.flamegraph import FLAME_WIDTH_PX, MIN_FRAME_PX, flame_svg
+from hairline.stats.certificate import Certificate
 
 __all__ = ["REPORT_CSS", "render_html", "report_body"]
+
+# Metric names this long or shorter never wrap in the verdict table (cpu_ns_per_request is
+# 18, anon_memory_bytes 17; the sample service's per-endpoint counters are over 45).
+WHOLE_NAME_CHARS = 24
 
 # The report's style; the dashboard's experiment page includes it with report_body().
 REPORT_CSS = """
@@ -77,6 +82,11 @@ table{border-collapse:collapse;margin:6px 0 12px;display:block;max-width:100%;
   overflow-x:auto}
 th,td{padding:3px 10px;border-bottom:1px solid #e5e7eb;text-align:right;vertical-align:top}
 th{font-weight:600;background:#f9fafb}th.l,td.l{text-align:left}
+/* The verdict table fits the page with its certificate columns (A/A flagged, detects) on
+   screen: numbers and the A/A record never wrap; long names and thresholds may. */
+table.verdicts{font-size:13px}table.verdicts th,table.verdicts td{padding:3px 7px}
+table.verdicts td{white-space:nowrap}table.verdicts td.wrap{white-space:normal}
+.over{color:#b45309;font-weight:700}
 .v-regression{color:#b91c1c;font-weight:700}.v-improvement{color:#15803d;font-weight:600}
 .v-no-change{color:#4b5563}.v-inconclusive{color:#b45309;font-weight:600}
 .cmp{margin:6px 0 2px}.cmp b{font-size:15px}
@@ -163,9 +173,12 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
         return []
     p_header = "p" if analysis.correction == "none" else f"p ({analysis.correction})"
     candidates = list(dict.fromkeys(r.candidate for r in analysis.results))
-    mean_b = candidates[0] if len(candidates) == 1 else "candidate"
+    many = len(candidates) > 1
+    mean_b = "candidate" if many else candidates[0]
     chained = analysis.chained
-    head = ["metric", "arm", *(["against"] if chained else [])]
+    # One candidate: its column of means is headed with its name, so no "arm" column (as
+    # in Markdown): the room goes to the certificate's columns.
+    head = ["metric", *(["arm"] if many else []), *(["against"] if chained else [])]
     head += ["baseline" if chained else analysis.baseline, mean_b, "effect", "CI", p_header]
     head += ["threshold", "verdict", "A/A flagged", "detects"]
     certs = certificates(analysis, report.aa_records)
@@ -177,16 +190,18 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
     ]
     for r in analysis.results:
         effect, interval = effect_text(r)
+        arm = f'<td class="l">{_e(r.candidate)}</td>' if many else ""
         against = f'<td class="l">{_e(r.baseline)}</td>' if chained else ""
         rows.append(
-            f'<tr><td class="l"><a href="#{anchors[r.metric]}">{_e(r.metric)}</a></td>'
-            f'<td class="l">{_e(r.candidate)}</td>{against}'
+            f'<tr><td class="l wrap"><a href="#{anchors[r.metric]}">{_name(r.metric)}</a></td>'
+            f"{arm}{against}"
             f"<td>{_e(number_text(r.comparison.mean_a))}</td>"
             f"<td>{_e(number_text(r.comparison.mean_b))}</td>"
             f"<td>{_e(effect)}</td><td>{_e(interval)}</td>"
-            f"<td>{_e(_p(r.verdict.p_adjusted))}</td><td>{_e(threshold_text(r))}</td>"
+            f"<td>{_e(_p(r.verdict.p_adjusted))}</td>"
+            f'<td class="wrap">{_e(threshold_text(r))}</td>'
             f'<td class="l">{_verdict(r.verdict.label)}</td>'
-            f'<td class="l">{_e(aa_text(cert := certs[(r.metric, r.candidate)]))}</td>'
+            f'<td class="l">{_aa_cell(cert := certs[(r.metric, r.candidate)])}</td>'
             f"<td>{_e(mde_text(cert))}</td></tr>"
         )
     against = "its baseline" if chained else analysis.baseline
@@ -197,11 +212,29 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
         f"units for absolute ones. <i>A/A flagged</i>: the metric's false positives on this "
         f"service's A/A runs, and the count alpha explains; <i>detects</i>: the smallest "
         f"change this experiment finds with 80% power.</p>",
-        "<table>" + "".join(rows) + "</table>",
+        '<table class="verdicts">' + "".join(rows) + "</table>",
     ]
     if chained:
         parts.append(f"<p><b>{_e(deciding_text(analysis))}</b></p>")
     return parts
+
+
+def _name(metric: str) -> str:
+    """A long metric's name that may wrap after ``_`` and before ``[`` or ``/``, so that
+    the verdict table fits the page with its certificate columns on screen (kept whole,
+    ``sample_downstream_reads_total[/api/profile]_per_request`` pushed them behind the
+    table's scroll bar at 1,000 px). Names of up to WHOLE_NAME_CHARS stay whole: a
+    ``latency_p50_`` over ``us`` reads worse than the room it saves."""
+    text = _e(metric)
+    if len(metric) <= WHOLE_NAME_CHARS:
+        return text
+    return text.replace("_", "_<wbr>").replace("[", "<wbr>[").replace("/", "<wbr>/")
+
+
+def _aa_cell(cert: Certificate) -> str:
+    """The A/A record (``0/2 (0-1 expected)``), its ``over`` marked."""
+    text, over, _ = aa_text(cert).partition(": over")
+    return _e(text) + (': <span class="over">over</span>' if over else "")
 
 
 def _p(x: float) -> str:
