@@ -11,11 +11,11 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pydantic import ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler, with_config
 from pydantic_core import CoreSchema, core_schema
 
@@ -64,9 +64,12 @@ def to_jsonable(obj: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
+    # numpy's values only where numpy is loaded already (there are none otherwise): every
+    # `hairline` command imports this module, and importing numpy here cost each one 0.1 s.
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray):
         return [to_jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, np.generic):
+    if np is not None and isinstance(obj, np.generic):
         return to_jsonable(obj.item())
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
