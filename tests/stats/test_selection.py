@@ -114,6 +114,30 @@ def test_selection_validates_its_input() -> None:
         select_model([single_trial_run(rng)] * 3, rng=rng, models=["nope"])
 
 
+def test_host_bootstraps_are_candidates_only_where_the_fallback_would_take_one() -> None:
+    """A local lab's two CPU sets are two clusters: resampled, they say almost nothing about
+    the spread, and a short A/A history cannot show that before the model wins on power."""
+    rng = np.random.default_rng(11)
+    count, rows = 6, 40
+    trial = np.repeat(np.arange(count), 2 * rows)
+    arm = np.tile(np.repeat([0, 1], rows), count)
+
+    def runs(hosts: np.ndarray) -> list[MetricSample]:
+        return [
+            MetricSample.from_arrays(
+                rng.normal(100.0, 5.0, len(trial)), arm, trial=trial, host=hosts
+            )
+            for _ in range(4)
+        ]
+
+    two = (arm + trial) % 2  # each arm on each CPU set in turn
+    eight = (arm + 2 * trial) % 8
+    tried = {s.model for s in select_model(runs(two), rng=rng, injected_rel=0.05).scores}
+    assert not {"bootstrap-host", "bootstrap-host-block"} & tried
+    tried = {s.model for s in select_model(runs(eight), rng=rng, injected_rel=0.05).scores}
+    assert "bootstrap-host" in tried
+
+
 def test_fallback_prefers_hosts_then_trimmed_trials_then_pairs_then_welch() -> None:
     arm = np.tile([0, 1], 7)
     ones = np.ones(14)

@@ -214,6 +214,21 @@ def evaluate_model(
     )
 
 
+#: Fewer hosts than this give the host bootstrap too few clusters to resample (Perflab's
+#: simulations use 16; its small-cluster correction keeps 8 close to nominal).
+MIN_BOOTSTRAP_HOSTS = 8
+
+
+def _enough_hosts(sample: MetricSample) -> bool:
+    """Whether a host-clustered bootstrap can say anything about ``sample``'s spread: each
+    arm on 2 hosts or more, and ``MIN_BOOTSTRAP_HOSTS`` in all."""
+    if sample.host is None:
+        return False
+    hosts_a = len(np.unique(sample.host[sample.arm == ARM_A]))
+    hosts_b = len(np.unique(sample.host[sample.arm == ARM_B]))
+    return min(hosts_a, hosts_b) >= 2 and len(np.unique(sample.host)) >= MIN_BOOTSTRAP_HOSTS
+
+
 def _default_candidates(aa_runs: Sequence[MetricSample]) -> list[str]:
     # The paper's seven, plus Welch, plus the bootstraps the data has clusters for. The
     # outlier preprocessings act on per-request rows only: for a metric aggregated per batch
@@ -221,9 +236,15 @@ def _default_candidates(aa_runs: Sequence[MetricSample]) -> list[str]:
     # candidates that fail on every run.
     columns = {
         name
-        for name in ("trial", "host", "request", "batch")
+        for name in ("trial", "request", "batch")
         if all(getattr(run, name) is not None for run in aa_runs)
     }
+    # The host bootstraps only where fallback_model would take one: a local lab's two CPU
+    # sets resampled as two clusters gave latency_us intervals of about +-0.7% where the
+    # paired t gave +-18% (bench/stats/tail_aa.py --shared-home, 2026-11-29), and a short
+    # A/A history cannot show such a model's false positives before it wins on power.
+    if all(_enough_hosts(run) for run in aa_runs):
+        columns.add("host")
     per_request = not any(is_aggregate(run) for run in aa_runs)
     chosen = [
         name
@@ -281,11 +302,6 @@ def _validate_fallback(sample: MetricSample, alpha: float) -> None:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
 
 
-#: Fewer hosts than this give the host bootstrap too few clusters to resample (Perflab's
-#: simulations use 16; its small-cluster correction keeps 8 close to nominal).
-MIN_BOOTSTRAP_HOSTS = 8
-
-
 def fallback_model(sample: MetricSample, *, alpha: float = 0.05) -> str:
     """The model used when there is no A/A history to select from.
 
@@ -310,11 +326,7 @@ def fallback_model(sample: MetricSample, *, alpha: float = 0.05) -> str:
     alpha, where the exact sign-flip test needed 2/2^m <= alpha/2.
     """
     _validate_fallback(sample, alpha)
-    if sample.host is not None:
-        hosts_a = len(np.unique(sample.host[sample.arm == ARM_A]))
-        hosts_b = len(np.unique(sample.host[sample.arm == ARM_B]))
-        hosts = len(np.unique(sample.host))
-        if min(hosts_a, hosts_b) >= 2 and hosts >= MIN_BOOTSTRAP_HOSTS:
-            return "bootstrap-host"
+    if _enough_hosts(sample):
+        return "bootstrap-host"
     trials = 0 if sample.trial is None else len(np.unique(sample.trial))
     return per_trial_fallback(trials)
