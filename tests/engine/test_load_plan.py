@@ -28,6 +28,7 @@ def test_a_plan_becomes_the_documented_flags():
         warm_urls=("http://127.0.0.1:1/warm", "http://127.0.0.1:2/warm"),
         set_headers=(("b", "x-shard", "3"),),
         hosts=(("b", "canary"),),
+        coalesce_us=150,
         strict=True,
     )
     args = plan.to_args(control=True)
@@ -46,6 +47,11 @@ def test_a_plan_becomes_the_documented_flags():
     assert "--set-header" in args and "b:x-shard=3" in args
     assert "--host" in args and "b=canary" in args
     assert args.count("--warm-url") == 2
+    assert pairs["--coalesce-us"] == "150"
+    # Off (the default), the flag is left out: an engine built before it still runs the plan.
+    assert (
+        "--coalesce-us" not in LoadPlan(targets={"a": "http://127.0.0.1:1"}, duration_s=1).to_args()
+    )
     assert "--strict" in args and args[-1] == "--control"
 
 

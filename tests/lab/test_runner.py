@@ -68,6 +68,20 @@ def own_children() -> set[int]:
     return found
 
 
+def test_the_engine_coalesces_its_sends_only_when_it_sleeps_beside_an_arm(tmp_path: Path) -> None:
+    """No engine runs (a property of the plan): costs milliseconds."""
+    arms = (ArmDef(name="A", spec=lambda port, cpus: None),)  # type: ignore[arg-type,return-value]
+    # Every CPU a host's (the 2-CPU lab): the engine sleeps beside host 0's arm, and sends
+    # due within 150 µs share a wake-up.
+    shared = plan(tmp_path, arms)
+    assert (shared.engine_spin_us, shared.engine_coalesce_us) == (0, 150)
+    # Poisson arrivals keep a wake-up per send: coalescing would bunch their gaps.
+    assert plan(tmp_path, arms, arrival="poisson").engine_coalesce_us == 0
+    # A CPU of its own: it spins before each send, and sends each on time.
+    spare = plan(tmp_path, arms, engine_cpus=(0,))
+    assert (spare.engine_spin_us, spare.engine_coalesce_us) == (150, 0)
+
+
 def test_one_trial_yields_every_metric_for_both_arms_and_leaves_nothing(
     tmp_path: Path, engine_path: Path
 ) -> None:

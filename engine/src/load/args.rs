@@ -77,6 +77,12 @@ pub struct LoadArgs {
     /// a service under test: spinning takes that CPU from it.
     #[arg(long, value_name = "US", default_value_t = 150)]
     pub spin_us: u64,
+    /// Send every request due within this many microseconds of a wake-up on it, early, so
+    /// that sends close together share one wake-up of the loop (0: each on its own). Worth
+    /// it with --spin-us 0 on a VM, where a wake-up costs tens of microseconds of CPU
+    /// (docs/precision.md); latency of an early send is measured from its write.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub coalesce_us: u64,
     /// The event loop's scheduling: `auto` asks for real-time priority when it sleeps
     /// between sends (it shares a CPU with a service) and nice -10 when it spins, keeping
     /// the default where refused; the summary's `scheduling` says what it got.

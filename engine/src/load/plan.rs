@@ -20,6 +20,10 @@ pub const MAX_PHASE_S: f64 = 604_800.0;
 /// latency histograms.
 pub const MAX_MS: u64 = 3_600_000;
 
+/// Longest `--coalesce-us`: a send this early is still within the late gate's 1 ms of its
+/// due time, the other way.
+pub const MAX_COALESCE_US: u64 = 1_000;
+
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -47,6 +51,9 @@ pub struct Plan {
     pub interval_ns: u64,
     /// The last stretch before a due time that is spun rather than slept (`--spin-us`).
     pub spin_ns: u64,
+    /// How far ahead of its due time a request may go out to share a wake-up with those
+    /// due before it (`--coalesce-us`).
+    pub coalesce_ns: u64,
     /// The event loop thread's scheduling policy (`--priority`).
     pub priority: PriorityMode,
     pub control: bool,
@@ -275,6 +282,14 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, PlanError> {
         ));
     }
 
+    if args.coalesce_us > MAX_COALESCE_US {
+        problems.push(format!(
+            "--coalesce-us {}: expected 0 to {MAX_COALESCE_US} microseconds (0, the default, \
+             sends each request on its own wake-up)",
+            args.coalesce_us
+        ));
+    }
+
     let warm_probes = warm_probes(args, &targets, &mut problems);
 
     check_outputs(args, &mut problems);
@@ -314,6 +329,7 @@ pub fn build_plan(args: &LoadArgs) -> Result<Plan, PlanError> {
         timeout_ns: args.timeout_ms * 1_000_000,
         interval_ns: args.interval_ms * 1_000_000,
         spin_ns: args.spin_us * 1_000,
+        coalesce_ns: args.coalesce_us * 1_000,
         priority: args.priority,
         control: args.control,
         seed: args.seed,

@@ -28,6 +28,8 @@ pub struct Summary {
     pub arrival: &'static str,
     /// Scheduled requests the pacer itself took off its schedule more than 1 ms late.
     pub behind: u64,
+    /// `--coalesce-us`: how early a send may go out to share a wake-up.
+    pub coalesce_us: u64,
     pub connections: usize,
     /// Lockstep skew between the targets' writes of one request.
     pub dispatch_skew_us: Percentiles,
@@ -238,6 +240,7 @@ mod tests {
         Summary {
             arrival: "poisson",
             behind: 0,
+            coalesce_us: 0,
             connections: 32,
             dispatch_skew_us: latency(100),
             dropped: 0,
@@ -324,6 +327,7 @@ mod tests {
             [
                 "arrival",
                 "behind",
+                "coalesce_us",
                 "connections",
                 "dispatch_skew_us",
                 "dropped",

@@ -46,6 +46,10 @@ class LoadPlan:
     interval_ms: int = 1000
     # Microseconds spun before each due time; 0 when sharing a CPU with an arm.
     spin_us: int = 150
+    # Microseconds early a send may go to share the loop's wake-up with the one before it
+    # (docs/engine.md --coalesce-us); 0 sends each on its own. Left out of the flags when 0,
+    # so an engine built before the flag still runs a plan without it.
+    coalesce_us: int = 0
     # The event loop's scheduling (docs/engine.md --priority): "auto", "fifo", "nice" or
     # "normal".
     priority: Literal["auto", "fifo", "nice", "normal"] = "auto"
@@ -97,6 +101,8 @@ class LoadPlan:
         args += ["--max-in-flight", str(self.max_in_flight)]
         args += ["--timeout-ms", str(self.timeout_ms), "--interval-ms", str(self.interval_ms)]
         args += ["--spin-us", str(self.spin_us)]
+        if self.coalesce_us:
+            args += ["--coalesce-us", str(self.coalesce_us)]
         if self.priority != "auto":
             args += ["--priority", self.priority]
         for target, header, value in self.set_headers:

@@ -249,6 +249,7 @@ def calibrate(
             warm_timeout_s=plan.warm_timeout_s,
             cpus=plan.harness_cpus,
             spin_us=plan.engine_spin_us,
+            coalesce_us=plan.engine_coalesce_us,
         )
         rate: float | None = start_rate_per_s
         while rate is not None and len(steps) < max_steps:
@@ -364,6 +365,7 @@ def _step(
             duration_s=step_s,
             cpus=plan.harness_cpus,
             spin_us=plan.engine_spin_us,
+            coalesce_us=plan.engine_coalesce_us,
         )
     except HairlineError as err:
         return CalibrationStep(rate, 0.0, 0.0, passed=False, note=err.message), ()

@@ -316,6 +316,7 @@ class CapacityBatch:
             interval_ms=INTERVAL_MS,
             connections=CONNECTIONS,
             spin_us=plan.engine_spin_us,
+            coalesce_us=plan.engine_coalesce_us,
             summary_path=summary,
         )
         with engine.ControlledLoad(load_plan) as load:

@@ -4,12 +4,16 @@
 //! the [`Pacer`] and writes each of them to every target back to back, so all targets
 //! receive request `i` within microseconds of each other (the dispatch skew is measured).
 //! Latency is measured from the intended send time (corrected for coordinated omission) and
-//! from the actual write (uncorrected).
+//! from the actual write (uncorrected); a send that went out early (`--coalesce-us`) is
+//! measured from its write both ways (`pace::latency_start_ns`).
 //!
 //! Sleeping: a timerfd armed with an absolute monotonic deadline wakes the loop shortly
 //! before the next due time and the last stretch is spun with zero-timeout polls. epoll's
 //! own timeout has millisecond granularity, far too coarse for 100 µs pacing, and spinning
-//! the whole gap would burn a core at every rate.
+//! the whole gap would burn a core at every rate. On a VM each wake-up costs tens of
+//! microseconds of CPU, so with `--coalesce-us` a turn of the loop (woken by the timer or
+//! by a response) also sends the requests due within that window, early, instead of
+//! sleeping until each is due.
 //!
 //! The loop is here, with its phases (warm-up, measurement, drain); each of its other jobs
 //! is a module: `requests` (a request's way from its tick to its record), `timer` (the

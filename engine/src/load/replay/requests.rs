@@ -14,7 +14,7 @@ use super::{
 use crate::format::request_log::{ErrorKind, RequestRecord};
 use crate::load::client::{connect_error_kind, Conn, ConnState, ReadOutcome, Response};
 use crate::load::histogram::record_ns;
-use crate::load::pace::{Arrival, Pacer};
+use crate::load::pace::{latency_start_ns, sends_now, Arrival, Pacer};
 use crate::load::validity;
 
 impl Engine<'_> {
@@ -36,7 +36,7 @@ impl Engine<'_> {
         for _ in 0..MAX_TICKS_PER_TURN {
             let due = pacer.next_due_ns();
             let now = now_ns();
-            if due > now {
+            if !sends_now(due, now, self.plan.coalesce_ns) {
                 return Ok(());
             }
             let measured = self.phase == Phase::Measure;
@@ -423,7 +423,7 @@ impl Engine<'_> {
             return Ok(());
         }
         let endpoint = plan.template_endpoint[p.template as usize];
-        let latency_ns = now.saturating_sub(p.intended_ns);
+        let latency_ns = now.saturating_sub(latency_start_ns(p.intended_ns, p.sent_ns));
         let uncorrected_ns = if p.sent_ns > 0 {
             now.saturating_sub(p.sent_ns)
         } else {

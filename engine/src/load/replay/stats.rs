@@ -242,6 +242,7 @@ impl Engine<'_> {
         Ok(Summary {
             arrival: plan.arrival_name,
             behind: self.behind,
+            coalesce_us: plan.coalesce_ns / 1_000,
             connections: plan.connections,
             dispatch_skew_us: percentiles_us(&self.skew),
             dropped,
