@@ -83,7 +83,9 @@ table{border-collapse:collapse;margin:6px 0 12px;display:block;max-width:100%;
 th,td{padding:3px 10px;border-bottom:1px solid #e5e7eb;text-align:right;vertical-align:top}
 th{font-weight:600;background:#f9fafb}th.l,td.l{text-align:left}
 /* The verdict table fits the page with its certificate columns (A/A flagged, detects) on
-   screen: numbers and the A/A record never wrap; long names and thresholds may. */
+   screen: numbers and the A/A record never wrap; long names, thresholds and intervals may
+   (an interval at its ", " only when the row needs the room: a fresh clone's run had
+   intervals wide enough to push "detects" behind the scroll bar). */
 table.verdicts{font-size:13px}table.verdicts th,table.verdicts td{padding:3px 7px}
 table.verdicts td{white-space:nowrap}table.verdicts td.wrap{white-space:normal}
 .over{color:#b45309;font-weight:700}
@@ -197,7 +199,7 @@ def _summary(report: ExperimentReport, anchors: dict[str, str]) -> list[str]:
             f"{arm}{against}"
             f"<td>{_e(number_text(r.comparison.mean_a))}</td>"
             f"<td>{_e(number_text(r.comparison.mean_b))}</td>"
-            f"<td>{_e(effect)}</td><td>{_e(interval)}</td>"
+            f'<td>{_e(effect)}</td><td class="wrap">{_e(interval)}</td>'
             f"<td>{_e(_p(r.verdict.p_adjusted))}</td>"
             f'<td class="wrap">{_e(threshold_text(r))}</td>'
             f'<td class="l">{_verdict(r.verdict.label)}</td>'
