@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
-
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "stats" / "bisect_budget.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bisect_budget", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bisect_budget"] = module
-    spec.loader.exec_module(module)
-    return module
+from benchscript import load_bench
 
 
 def test_a_clear_culprit_in_quiet_trials_never_fails_and_an_invisible_one_always_does() -> None:
     """False failure: none: seeded. At an sd of 0.3% the steps are 25 standard errors apart;
     a culprit of 0% cannot read as a regression at a 5% threshold."""
-    bench = load()
+    bench = load_bench("stats/bisect_budget.py")
     settings = {"trials": 6, "threshold_pct": 5.0, "bisections": 2000, "alpha": 0.05}
 
     clear = bench.failure_rate(0.3, effect_pct=7.5, rng=np.random.default_rng(1), **settings)
@@ -36,7 +21,7 @@ def test_a_clear_culprit_in_quiet_trials_never_fails_and_an_invisible_one_always
 
 def test_noisier_trials_fail_more_often() -> None:
     """False failure: none: seeded, and the same draws' scale only grows."""
-    bench = load()
+    bench = load_bench("stats/bisect_budget.py")
     settings = {"trials": 4, "threshold_pct": 4.0, "bisections": 4000, "alpha": 0.05}
     rates = [
         bench.failure_rate(sd, effect_pct=7.5, rng=np.random.default_rng(2), **settings)[0]

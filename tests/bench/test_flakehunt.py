@@ -8,31 +8,19 @@ pyproject.toml (its addopts, its conftest) has nothing to do with these tests.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchscript import BENCH, load_bench
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "flakehunt" / "run.py"
+SCRIPT = BENCH / "flakehunt" / "run.py"
 
-
-def load() -> ModuleType:
-    # bench/ is no package: load the script as a module under a name of its own.
-    spec = importlib.util.spec_from_file_location("bench_flakehunt_run", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-flakehunt = load()
+flakehunt = load_bench("flakehunt/run.py")
 Run, Result = flakehunt.Run, flakehunt.Result
 
 

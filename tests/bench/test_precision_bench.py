@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchscript import BENCH, load_bench
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "precision" / "run.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_precision_run", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = BENCH / "precision" / "run.py"
 
 
 def run(behind: float, policy: str) -> dict[str, object]:
@@ -33,7 +24,7 @@ def test_the_table_gives_each_policys_median_worst_and_ratio_to_normal() -> None
         "fifo": [run(0.001, "fifo"), run(0.003, "fifo"), run(0.0026, "fifo")],
     }
 
-    text = load().table(results)
+    text = load_bench("precision/run.py").table(results)
 
     assert "| normal (normal) | 1.30% (2.00%) | 100 | 900 | 2.0 | 1.00x |" in text
     assert "| fifo (fifo) | 0.26% (0.30%) | 100 | 900 | 2.0 | 0.20x |" in text

@@ -4,24 +4,13 @@ Bayesian optimisation against the exhaustive sweep on the sample service's knobs
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "tune" / "run.py"
+from benchscript import BENCH, load_bench
 
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_tune_run", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered first: its dataclasses look their module up while being defined.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = BENCH / "tune" / "run.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -87,7 +76,7 @@ def test_bo_picks_within_2_percent_of_the_sweep_with_two_thirds_of_its_evaluatio
     no better than chance passes these six cases with probability about 0.9^4 x 0.7^2 =
     0.32; the default or any fixed pick fails.
     """
-    bench = load()
+    bench = load_bench("tune/run.py")
     found = {o.name: o for o in bench.objectives()}
     cases = [("service", seed) for seed in range(4)] + [("rough", seed) for seed in range(2)]
     gaps = [bench.gap_to_sweep(found[name], "bo", seed, BO_BUDGET) for name, seed in cases]

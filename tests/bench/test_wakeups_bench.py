@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "engine" / "wakeups.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_engine_wakeups", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_engine_wakeups"] = module
-    spec.loader.exec_module(module)
-    return module
+from benchscript import load_bench
 
 
 def run(cpu_us: float, behind: float, poisson_p: float | None = None) -> dict[str, object]:
@@ -34,7 +20,7 @@ def test_the_table_gives_each_variants_median_and_its_ratio_to_the_first() -> No
         "2,000/s": {"off": [run(50.0, 0.0, 1e-20)], "on": [run(50.0, 0.0, 1e-80)]},
     }
 
-    text = load().table(results)
+    text = load_bench("engine/wakeups.py").table(results)
 
     assert "| 8,000/s | off | 42.0 | 1.00x | 50% | 0.100% | 0.200% | 30 / 120 | - | 3/3 |" in text
     assert "| 8,000/s | on | 28.0 | 0.67x |" in text
