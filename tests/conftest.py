@@ -43,6 +43,7 @@ from suitekit import (
     pg_bindir,
     read_first_line,
     runs_alone,
+    shared_order_key,
     suite_order_key,
     wait_healthy,
 )
@@ -278,11 +279,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         path = Path(str(item.path)).relative_to(root).as_posix()
         alone = runs_alone(
-            path, getattr(item, "fixturenames", ()), item.get_closest_marker("slow") is not None
+            path,
+            getattr(item, "fixturenames", ()),
+            slow=item.get_closest_marker("slow") is not None,
+            shares_cpus=item.get_closest_marker("shares_cpus") is not None,
         )
         (kept if alone == (part == "alone") else left).append(item)
     if left:
         config.hook.pytest_deselected(items=left)
+    if part == "shared":
+        kept.sort(
+            key=lambda item: shared_order_key(item.get_closest_marker("shares_cpus") is not None)
+        )
     items[:] = kept
 
 

@@ -375,14 +375,34 @@ _TIMING_PATHS = (
 SUITE_PARTS = ("all", "shared", "alone")
 
 
-def runs_alone(path: str, fixturenames: Sequence[str], slow: bool) -> bool:
+def runs_alone(
+    path: str, fixturenames: Sequence[str], slow: bool, shares_cpus: bool = False
+) -> bool:
     """Whether a test needs the machine to itself: it is slow (the slow ones measure), uses a
     fixture that starts what times things, or lies where tests measure time. The rest check
     logic (seeded simulations, parsers, the database, the CLI's errors) and may run two at
-    once, one per CPU."""
+    once, one per CPU.
+
+    ``shares_cpus`` (the ``shares_cpus`` marker) lets a test that starts real services run
+    beside another all the same, because nothing it asserts can be moved by a neighbour (its
+    docstring says why: no verdict is checked and its deadlines are tens of times the run,
+    or its effect is many times any spread a neighbour adds). Not a test of the Ray cluster
+    or the HAProxy fleet: those kill nodes mid-trial and race the run, and shared they
+    failed three times in four (2026-11-29: the kill came after the trial, a trial never
+    came), and a cluster per worker would start twice."""
+    noisy = bool(set(_NOISY_SESSION_FIXTURES).intersection(fixturenames))
+    if shares_cpus and not noisy:
+        return False
     return (
         slow or bool(_TIMING_FIXTURES.intersection(fixturenames)) or path.startswith(_TIMING_PATHS)
     )
+
+
+def shared_order_key(shares_cpus: bool) -> bool:
+    """Where a test goes in the shared part: the long ones that start services first, since
+    xdist deals the tests in this order and a long one dealt last runs while the other worker
+    idles."""
+    return not shares_cpus
 
 
 # --- nothing left behind: a session that leaves an arm cgroup or a namespace fails ---------

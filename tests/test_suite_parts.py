@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suitekit import runs_alone, suite_order_key
+from suitekit import runs_alone, shared_order_key, suite_order_key
 
 
 def test_a_simulation_with_no_service_may_share_the_cpus() -> None:
@@ -25,6 +25,19 @@ def test_the_folders_that_measure_time_run_alone() -> None:
     assert runs_alone("tests/engine/test_http.py", [], slow=False)
     assert runs_alone("tests/hosts/test_node.py", [], slow=False)
     assert not runs_alone("tests/hosts/test_factors.py", [], slow=False)
+
+
+def test_a_test_marked_shares_cpus_runs_beside_another_even_if_slow_and_timed() -> None:
+    assert not runs_alone("tests/engine/test_http.py", ["engine_path"], slow=True, shares_cpus=True)
+
+
+def test_a_cluster_test_runs_alone_even_when_marked() -> None:
+    for fixture in ("ray_cluster", "kraken_fleet"):
+        assert runs_alone("tests/lab/test_x.py", [fixture], slow=True, shares_cpus=True)
+
+
+def test_the_tests_marked_shares_cpus_are_dealt_first_in_the_shared_part() -> None:
+    assert shared_order_key(shares_cpus=True) < shared_order_key(shares_cpus=False)
 
 
 def test_the_noisy_session_fixtures_tests_go_last_ray_after_haproxy() -> None:

@@ -128,11 +128,12 @@ def test_ctrl_c_leaves_no_namespace(tmp_path: Path, engine_path: Path) -> None:
     assert left(home) == []
 
 
+@pytest.mark.shares_cpus
 def test_a_killed_processors_namespaces_are_swept_by_the_next(
     tmp_path: Path, engine_path: Path
 ) -> None:
     """False failure: about 1e-5: the takeover after a 3 s lease must finish a 1-trial run within 60
-    s."""
+    s, beside another test (shares_cpus): the sweep takes only this experiment's prefix."""
     home = tmp_path / "home"
     path = isolated_experiment(tmp_path / "kill", "iso-kill", trials=1)
     queued = hairline("run", str(path), "--no-process", "--no-wait", home=home,

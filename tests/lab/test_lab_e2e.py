@@ -168,11 +168,12 @@ def test_an_aa_experiment_is_not_flagged_and_becomes_history(
     assert row["kind"] == "aa" and row["phase"] == "done"
 
 
+@pytest.mark.shares_cpus
 def test_a_health_check_that_never_passes_fails_the_experiment_clearly(
     tmp_path: Path, engine_path: Path
 ) -> None:
     """False failure: none: the health path never answers 2xx, so its 1.5 s timeout is reached
-    however slow the machine."""
+    however slow the machine or a test beside it (shares_cpus)."""
     path = write_experiment(
         tmp_path / "sick", tag="sick", service={"health": "/never-healthy", "health_timeout_s": 1.5}
     ).path
@@ -215,13 +216,14 @@ def test_a_file_with_several_mistakes_reports_them_all_and_runs_nothing(
     assert not (home / "hairline.db").exists()
 
 
+@pytest.mark.shares_cpus
 @pytest.mark.slow
 def test_a_processor_killed_mid_trial_is_taken_over_and_no_trial_is_lost_or_doubled(
     tmp_path: Path, engine_path: Path
 ) -> None:
     """False failure: about 1e-4 (not measured): the deadlines (120 s to reach trial 2, 30 s for the
-    takeover after a 3 s lease) are tens of times what a 2-trial run of 2 s batches takes; the
-    verdict is not checked."""
+    takeover after a 3 s lease) are tens of times what a 2-trial run of 2 s batches takes (20 s
+    beside another test, shares_cpus, 2026-11-29); the verdict is not checked."""
     marker = f"{5000 + os.getpid() % 1000}.25"
     # Two trials: the processor dies in the second, the last; batches of 2 s, so that it
     # dies with the arms up.
@@ -310,12 +312,14 @@ def assert_reports_read_the_stored_analysis(home: Path, engine_path: Path) -> No
     assert reason(again) != "as stored"
 
 
+@pytest.mark.shares_cpus
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
     tmp_path: Path, engine_path: Path, stop: signal.Signals
 ) -> None:
     """False failure: about 1e-5: either verdict passes; the signal comes 0.3 s after the arms
-    start, seconds before the run could end, and the deadlines are 5 to 60 s."""
+    start, seconds before the run could end, and the deadlines are 5 to 60 s
+    (shares_cpus: a test beside it only slows the run)."""
     marker = f"{6000 + os.getpid() % 1000}.5"
     path = write_experiment(
         tmp_path / "d",
@@ -365,12 +369,13 @@ def test_a_daemon_the_start_command_leaves_dies_after_the_run_and_after_ctrl_c(
 NGINX_EXAMPLE = Path(__file__).parents[2] / "examples" / "nginx-gzip"
 
 
+@pytest.mark.shares_cpus
 @pytest.mark.slow
 def test_the_nginx_example_builds_each_arm_once_and_then_from_the_cache(
     tmp_path: Path, engine_path: Path
 ) -> None:
     """False failure: about 1e-5: either verdict passes (exit 0 or 1); the builds and the cache are
-    not timed."""
+    not timed, so it runs beside another test (shares_cpus)."""
     if not Path("/usr/sbin/nginx").exists():
         pytest.skip("nginx is not installed (make sysdeps installs it)")
     import shutil
@@ -489,11 +494,12 @@ def test_without_a_rate_the_load_is_calibrated_and_auto_trials_stop_once_settled
     assert_nothing_left(home)
 
 
+@pytest.mark.shares_cpus
 def test_a_running_experiment_is_cancelled_between_batches_and_leaves_nothing(
     tmp_path: Path, engine_path: Path
 ) -> None:
     """False failure: about 1e-5: 5 trials of 2 s batches leave tens of seconds to cancel in, and
-    the deadlines are 30 to 60 s."""
+    the deadlines are 30 to 60 s (shares_cpus: a test beside it only slows the run)."""
     path = write_experiment(
         tmp_path / "c", tag="cancel", load={"duration_s": 2.0}, design={"trials": 5}
     ).path

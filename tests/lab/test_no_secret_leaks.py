@@ -36,13 +36,14 @@ def command_lines_with(needle: bytes) -> list[str]:
     return found
 
 
+@pytest.mark.shares_cpus
 @pytest.mark.slow
 def test_the_database_password_is_in_no_command_line_output_event_or_file(
     postgres_server: object, engine_path: Path, tmp_path: Path
 ) -> None:
     """False failure: none from timing: the run's verdict is not checked, and the command
     lines are read every 20 ms for as long as it runs (the check can only miss a leak, never
-    invent one)."""
+    invent one). It runs beside another test (shares_cpus): the password is this test's own."""
     password = "Hl-" + os.urandom(8).hex()
     url = postgres_server.new_database()  # type: ignore[attr-defined]
     secret_url = url.replace("postgres@", f"postgres:{password}@", 1)

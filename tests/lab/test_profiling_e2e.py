@@ -82,10 +82,12 @@ def test_a_function_made_twice_as_slow_is_named_with_its_cost(
     assert not list(runs.glob("*.perf.data"))
 
 
+@pytest.mark.shares_cpus
 def test_without_a_profiler_the_experiment_runs_and_says_why(
     tmp_path: Path, engine_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """False failure: none from timing: nothing is sampled; the verdict is not checked."""
+    """False failure: none from timing: nothing is sampled; the verdict is not checked
+    (shares_cpus: a test beside it only slows it)."""
     monkeypatch.setenv("HAIRLINE_PERF", str(tmp_path / "no-perf-here"))
     # Two trials of 0.5 s batches: this checks the note, not a measurement.
     report = run_profiled(tmp_path, engine_path, {"A": {}, "B": {}}, trials=2, duration_s=0.5)
