@@ -1,32 +1,39 @@
-"""An OTLP/HTTP metrics receiver on loopback for the tests: what a collector's ``otlp``
-receiver does with ``POST /v1/metrics`` (a protobuf ExportMetricsServiceRequest, maybe
-gzipped; answered with an ExportMetricsServiceResponse), from the opentelemetry-proto
-package's messages. No OpenTelemetry Collector installs from a registry here (Debian has
-none, PyPI and npm neither), so the tests decode what the exporter sends themselves.
+"""An OTLP/HTTP metrics receiver on loopback for the tests: @elastic/mockotlpserver from npm
+(pinned in web/package-lock.json, installed by `make build`), run by otlp_receiver.js, which
+decodes ``POST /v1/metrics`` (a protobuf ExportMetricsServiceRequest) as a collector's
+``otlp`` receiver does and prints each request as a JSON line. No OpenTelemetry Collector
+itself installs from a registry here (Debian has none, PyPI and npm neither).
 
-``received(request)`` flattens a request into :class:`Received` points: a gauge's name,
-unit, value, time, point attributes and the resource's attributes.
+``Receiver.points()`` flattens what arrived into :class:`Received` points: a gauge's name,
+unit, value, time, point attributes and the resource's attributes. ``refusing``,
+``blackhole`` and ``answering`` are collectors that fail: down, hanging, answering an error.
 """
 
 from __future__ import annotations
 
-import gzip
+import json
+import shutil
 import socket
+import subprocess
 import threading
-import zlib
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+import pytest
 
-__all__ = ["Received", "Receiver", "blackhole", "receiver", "refusing"]
+__all__ = ["Received", "Receiver", "answering", "blackhole", "receiver", "refusing"]
+
+_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGE = _ROOT / "web" / "node_modules" / "@elastic" / "mockotlpserver"
+_SCRIPT = Path(__file__).with_name("otlp_receiver.js")
+# How long a request's decoded body may trail the exporter's answer: the receiver answers
+# first and decodes after (it took milliseconds here).
+_SETTLE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -40,90 +47,121 @@ class Received:
     scope: str
 
 
-def _value(any_value: AnyValue) -> Any:
-    kind = any_value.WhichOneof("value")
-    return None if kind is None else getattr(any_value, kind)
-
-
-def _attributes(pairs: Any) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for pair in pairs:
-        assert isinstance(pair, KeyValue)
-        found[pair.key] = _value(pair.value)
-    return found
-
-
-def received(request: ExportMetricsServiceRequest) -> list[Received]:
+def received(request: Mapping[str, Any]) -> list[Received]:
+    """The gauge points of one normalised ExportMetricsServiceRequest (int64 values come as
+    strings, as protobuf's JSON mapping has them)."""
     points = []
-    for resource_metrics in request.resource_metrics:
-        resource = _attributes(resource_metrics.resource.attributes)
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                assert metric.WhichOneof("data") == "gauge", metric.name
-                for point in metric.gauge.data_points:
-                    value = point.as_double if point.HasField("as_double") else point.as_int
+    for resource_metrics in request.get("resourceMetrics", []):
+        resource = dict(resource_metrics.get("resource", {}).get("attributes", {}))
+        for scope_metrics in resource_metrics.get("scopeMetrics", []):
+            scope = scope_metrics.get("scope", {}).get("name", "")
+            for metric in scope_metrics.get("metrics", []):
+                assert "gauge" in metric, metric["name"]
+                for point in metric["gauge"].get("dataPoints", []):
+                    value = point["asDouble"] if "asDouble" in point else point["asInt"]
                     points.append(
-                        Received(metric.name, metric.unit, float(value), point.time_unix_nano,
-                                 _attributes(point.attributes), resource,
-                                 scope_metrics.scope.name)
+                        Received(metric["name"], metric.get("unit", ""), float(value),
+                                 int(point["timeUnixNano"]), dict(point.get("attributes", {})),
+                                 resource, scope)
                     )  # fmt: skip
     return points
 
 
 class Receiver:
-    """The server's address and every request it decoded, in order."""
+    """The receiver's address and what it got, in order: each request's path and headers
+    (names in lower case) and each metrics request, decoded."""
 
-    def __init__(self, server: ThreadingHTTPServer) -> None:
-        self.server = server
-        self.requests: list[ExportMetricsServiceRequest] = []
+    def __init__(self, url: str) -> None:
+        self.url = url
         self.paths: list[str] = []
-        self.headers: list[dict[str, str]] = []  # each request's, names in lower case
+        self.headers: list[dict[str, str]] = []
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
 
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def heard(self, message: Mapping[str, Any]) -> None:
+        with self._lock:
+            if "request" in message:
+                self.paths.append(message["request"]["path"])
+                self.headers.append(
+                    {k.lower(): v for k, v in message["request"]["headers"].items()}
+                )
+            elif "metrics" in message:
+                self.requests.append(message["metrics"])
+
+    def settled(self) -> bool:
+        with self._lock:
+            return len(self.requests) == self.paths.count("/v1/metrics")
 
     def points(self) -> list[Received]:
-        return [p for request in self.requests for p in received(request)]
+        deadline = time.monotonic() + _SETTLE_S
+        while not self.settled():
+            assert time.monotonic() < deadline, "a metrics request was never decoded"
+            time.sleep(0.01)
+        with self._lock:
+            return [p for request in self.requests for p in received(request)]
 
 
 @contextmanager
 def receiver() -> Iterator[Receiver]:
-    """An OTLP/HTTP receiver on 127.0.0.1 (a port of its own), stopped on exit."""
+    """@elastic/mockotlpserver on 127.0.0.1 (a port of its own), stopped on exit."""
+    node = shutil.which("node")
+    if node is None or not _PACKAGE.is_dir():
+        missing = "node is not installed" if node is None else f"{_PACKAGE} is missing"
+        pytest.fail(
+            f"no OTLP receiver: {missing} (`make build` installs the npm packages of "
+            "web/package-lock.json)",
+            pytrace=False,
+        )
+    process = subprocess.Popen(
+        [node, str(_SCRIPT), str(_PACKAGE)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stdin is not None
+    try:
+        first = process.stdout.readline()
+        if not first:
+            raise AssertionError(f"otlp_receiver.js did not start: {process.communicate()[1]}")
+        found = Receiver(json.loads(first)["listening"])
+
+        def read() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                found.heard(json.loads(line))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        yield found
+    finally:
+        process.stdin.close()  # it stops when its stdin closes
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@contextmanager
+def answering(status: int) -> Iterator[str]:
+    """A loopback URL whose server answers every POST with ``status`` and no body: a
+    collector that refuses what it is sent."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            encoding = self.headers.get("Content-Encoding", "")
-            if encoding == "gzip":
-                body = gzip.decompress(body)
-            elif encoding == "deflate":
-                body = zlib.decompress(body)
-            found.paths.append(self.path)
-            found.headers.append({k.lower(): v for k, v in self.headers.items()})
-            if self.path != "/v1/metrics":
-                self.send_error(404)
-                return
-            request = ExportMetricsServiceRequest()
-            request.ParseFromString(body)
-            found.requests.append(request)
-            answer = ExportMetricsServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_error(status)
 
         def log_message(self, format: str, *args: Any) -> None:
-            pass  # the test reads the requests, not a log
+            pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    found = Receiver(server)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield found
+        host, port = server.server_address[:2]
+        yield f"http://{host!s}:{port}"
     finally:
         server.shutdown()
         server.server_close()
