@@ -23,7 +23,6 @@ from hairline.hosts.inventory import (
     allocate,
     ensure_local_hosts,
     held_hosts,
-    local_layout,
     release_hosts,
     requirements_for,
 )
@@ -77,15 +76,6 @@ def _experiments(store: Store, n: int) -> list[int]:
         session.add_all(rows)
         session.flush()
         return [r.id for r in rows]
-
-
-def test_layout_keeps_a_cpu_for_the_engine_when_there_are_three_or_more() -> None:
-    assert local_layout([0, 1]).hosts == ((0,), (1,))
-    assert local_layout([0, 1]).engine_cpus == ()
-    four = local_layout([0, 1, 2, 3])
-    assert four.hosts == ((0,), (1,), (2,)) or four.hosts == ((0,), (1,))
-    assert 3 in four.engine_cpus
-    assert local_layout(range(8), cpus_per_host=2).hosts == ((0, 1), (2, 3), (4, 5))
 
 
 def test_a_host_goes_to_one_experiment_at_a_time(store: Store) -> None:
@@ -211,6 +201,26 @@ def test_test_machines_registered_from_this_machine_stay_enabled(store: Store) -
     with store.transaction() as session:
         row = session.get(Host, node)
         assert row is not None and row.enabled and row.backend == "ray"
+
+
+def test_a_duet_layout_enables_its_own_hosts_and_the_split_ones_come_back_after(
+    store: Store,
+) -> None:
+    """The store fixture registered the split layout; a duet experiment's registration
+    disables those hosts (they are the same CPUs) and a split one enables them again."""
+
+    def enabled() -> set[str]:
+        with store.transaction() as session:
+            rows = session.scalars(select(Host).where(Host.backend == "local")).all()
+            return {h.name for h in rows if h.enabled}
+
+    split = enabled()
+    assert split and all(":" not in name for name in split)
+    duet = ensure_local_hosts(store, duet_arms=2)
+    assert duet.duet and len(duet.hosts) == 2 and len(set(duet.hosts)) == 1
+    assert {name.rsplit(":", 1)[1] for name in enabled()} == {"a", "b"}
+    ensure_local_hosts(store, cpus_per_host=1)
+    assert enabled() == split
 
 
 def test_the_region_is_the_one_with_most_quota_left_and_stays_the_experiments(

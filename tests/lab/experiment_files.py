@@ -95,6 +95,7 @@ def write_experiment(
     design: Mapping[str, object] | None = None,
     analysis: Mapping[str, object] | None = None,
     mode: Mapping[str, object] | None = None,
+    hosts: Mapping[str, object] | None = None,
     service: Mapping[str, object] | None = None,
     thresholds: Mapping[str, str] | None = None,
     start_args: str = "",
@@ -103,8 +104,8 @@ def write_experiment(
 ) -> Experiment:
     """An experiment of the sample service (service ``sample-<tag>``) in ``folder``.
 
-    ``arms``, ``load``, ``design``, ``analysis`` and ``mode`` are the experiment file's tables
-    (``load`` and ``design`` over the defaults: 300 requests/s for 1.5 s after a 0.5 s
+    ``arms``, ``load``, ``design``, ``analysis``, ``mode`` and ``hosts`` are the experiment
+    file's tables (``load`` and ``design`` over the defaults: 300 requests/s for 1.5 s after a 0.5 s
     warm-up, three trials); ``service`` changes the service file's ``[service]`` and
     ``thresholds`` add to its ``[service.metrics]`` (CPU 2%, anonymous memory 5%).
     ``start_args`` go on the sample service's command line; ``wrap`` is a shell command
@@ -134,6 +135,8 @@ def write_experiment(
         parts.append(_table("analysis", analysis))
     if mode:
         parts.append(_table("mode", mode))
+    if hosts:
+        parts.append(_table("hosts", hosts))
     path = folder / "experiment.toml"
     path.write_text("\n".join(parts))
     if valid:

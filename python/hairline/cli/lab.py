@@ -26,7 +26,7 @@ from hairline.cli._options import (
 from hairline.cli._outputs import OutputFile
 from hairline.cli._waiting import Patience, ProgressOut, duration_text
 from hairline.hosts.factors import DEFAULT_MIN_RUNS, FactorAnalysis, factor_analysis
-from hairline.hosts.inventory import local_layout
+from hairline.hosts.layout import local_layout
 from hairline.hosts.listing import HostsJson, inventory
 from hairline.hosts.quotas import region_quotas, set_quota
 from hairline.hosts.runs import DEFAULT_METRIC

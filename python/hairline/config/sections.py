@@ -70,6 +70,11 @@ class HostsConfig(TomlModel):
     runs is above this fraction (0.05 for 5%); "off" never avoids."""
     pin: dict[str, list[str]] = Field(default_factory=dict)
     """Per arm, the hosts (by name) it may run on; the design is then "pinned"."""
+    local_layout: Literal["split", "duet"] = "split"
+    """On the local backend: "split" gives each arm CPUs of its own; "duet" runs every arm
+    on the same CPUs and the engine on the last one, so that whatever slows a CPU slows
+    every arm alike (on a 2-vCPU VM, nginx's A/A interval at 30 trials read +/-0.28%
+    against +/-1.5 to 2.9% split; docs/hosts.md). A duet halves each arm's CPU."""
 
     @field_validator("max_cov", mode="before")
     @classmethod

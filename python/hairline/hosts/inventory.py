@@ -45,6 +45,7 @@ from hairline.errors import HostsUnavailable, HostTakenMeanwhile
 from hairline.hosts.counts import ClassCounts, cached_counts, class_counts, count_taken
 from hairline.hosts.factors import cov_by_fact
 from hairline.hosts.facts import probe_facts
+from hairline.hosts.layout import Layout, local_host_names, local_layout
 from hairline.hosts.pinning import allocate_named
 from hairline.hosts.quotas import (
     check_overall_quota,
@@ -74,56 +75,43 @@ from hairline.store.models import Host
 __all__ = [
     "LOCAL_BACKEND",
     "Allocation",
-    "Layout",
     "Waiting",
     "allocate",
+    "duet_arms",
     "ensure_local_hosts",
     "held_hosts",
-    "local_layout",
     "parse_cpus",
     "release_hosts",
     "requirements_for",
 ]
 
 
-@dataclass(frozen=True)
-class Layout:
-    hosts: tuple[tuple[int, ...], ...]
-    engine_cpus: tuple[int, ...]
-
-
-def local_layout(cpus: Sequence[int], *, cpus_per_host: int | None = None) -> Layout:
-    """Cut ``cpus`` into hosts, keeping one CPU (and any remainder) for the engine when
-    there are three or more."""
-    ordered = sorted(set(cpus))
-    engine = ordered[-1:] if len(ordered) >= 3 else []
-    rest = ordered[: len(ordered) - len(engine)]
-    size = cpus_per_host or max(1, len(rest) // 2)
-    if size > len(rest):
-        raise HostsUnavailable(
-            f"{size} CPUs per host but only {len(rest)} CPUs for hosts",
-            hint="use a smaller --cpus-per-host",
-        )
-    count = len(rest) // size
-    hosts = tuple(tuple(rest[i * size : (i + 1) * size]) for i in range(count))
-    leftover = rest[count * size :]
-    return Layout(hosts=hosts, engine_cpus=tuple(sorted([*leftover, *engine])))
-
-
 def _machine() -> str:
     return socket.gethostname()
 
 
+def duet_arms(config: ExperimentConfig, arms: int) -> int | None:
+    """What ensure_local_hosts's ``duet_arms`` is for this experiment: its arm count under
+    ``[hosts] local_layout = "duet"``, else None (the split layout)."""
+    return arms if config.hosts.local_layout == "duet" else None
+
+
 def ensure_local_hosts(
-    store: Store, *, cpus_per_host: int | None = None, clock: Callable[[], float] = time.time
+    store: Store,
+    *,
+    cpus_per_host: int | None = None,
+    duet_arms: int | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Layout:
-    """Make the inventory's local hosts match this machine's CPU sets; return the layout."""
-    layout = local_layout(sorted(os.sched_getaffinity(0)), cpus_per_host=cpus_per_host)
+    """Make the inventory's local hosts match this machine's CPU sets; return the layout.
+    ``duet_arms``: the duet layout for that many arms (local_layout); the split layout's
+    hosts are then disabled until an experiment asks for them again, and the other way
+    round (one experiment at a time holds this machine's hosts)."""
+    layout = local_layout(
+        sorted(os.sched_getaffinity(0)), cpus_per_host=cpus_per_host, duet_arms=duet_arms
+    )
     machine = _machine()
-    names = {}
-    for cpus in layout.hosts:
-        span = f"{cpus[0]}" if len(cpus) == 1 else f"{cpus[0]}-{cpus[-1]}"
-        names[f"{machine}/cpu{span}"] = cpus
+    names = local_host_names(machine, layout)
     with store.transaction() as session:
         # Only this machine's CPU sets: an agent on the same machine may have registered
         # Ray hosts into the same database, and those are not ours to disable.

@@ -381,7 +381,7 @@ def _step(
     errors = max(result.targets[n].errors / max(result.targets[n].requests, 1) for n in copies)
     if errors > plan.max_error_rate:
         notes.append(f"{errors:.1%} errors")
-    for host, (cpus, copy) in enumerate(zip(plan.hosts, copies, strict=False)):
+    for host, cpus in enumerate(plan.hosts[: len(copies)]):
         busy = busy_share(cpu_before, cpu_after, cpus)
         if busy is not None and busy > MAX_HOST_BUSY:
             shared = set(cpus) & set(plan.harness_cpus)
@@ -389,9 +389,13 @@ def _step(
                 f"host {host}'s CPUs{' with the engine' if shared else ''} {busy:.0%} busy "
                 f"(limit {MAX_HOST_BUSY:.0%})"
             )
-            # What the arm did not use there was the engine's (where it shares the host) or
-            # another process's: on a host of the arm's alone, say so.
-            other = busy - used[copy] / (len(cpus) * step_s * 1e9)
+            # What the arms on these CPUs did not use there was the engine's (where it shares
+            # the host) or another process's: on a host of the arms' alone, say so. In a
+            # duet every arm's host is the same CPUs, so all of them count.
+            ours = sum(
+                used[c] for c, h in zip(copies, plan.hosts, strict=False) if set(h) & set(cpus)
+            )
+            other = busy - ours / (len(cpus) * step_s * 1e9)
             if not shared and other > _NEIGHBOUR_SHARE:
                 note += f", {other:.0%} of it {NEIGHBOUR}"
             notes.append(note)

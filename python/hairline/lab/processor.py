@@ -34,6 +34,7 @@ from hairline.errors import BuildFailed, HairlineError
 from hairline.hosts.inventory import (
     Allocation,
     Waiting,
+    duet_arms,
     ensure_local_hosts,
     requirements_for,
 )
@@ -175,7 +176,8 @@ def _advance(ctx: Context) -> Outcome:
     # allocation replaces it (same class), and the interrupted trial runs again.
     while phase in ("allocating", "running"):
         if ctx.options.backend == "local":
-            ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host)
+            ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host,
+                               duet_arms=duet_arms(ctx.config, len(ctx.arm_names)))  # fmt: skip
         # Several host pairs side by side on test machines; this machine's CPU sets
         # make one pair (two would share its CPUs and the engine's).
         most_pairs = ctx.config.design.most_host_pairs if ctx.options.backend != "local" else 1

@@ -34,7 +34,7 @@ from hairline.arms.sandbox import ArmSandbox
 from hairline.config import start_command
 from hairline.config.isolation import IsolationConfig
 from hairline.errors import HairlineError
-from hairline.hosts.inventory import Allocation, ensure_local_hosts
+from hairline.hosts.inventory import Allocation, duet_arms, ensure_local_hosts
 from hairline.kit.procs import group_alive, kill_group
 from hairline.lab.calibrate import calibrate
 from hairline.lab.capacity import capacity_settings
@@ -192,7 +192,10 @@ def _plan(ctx: Context, allocation: Allocation) -> RunPlan:
         )
 
     if ctx.options.backend == "local":
-        layout = ensure_local_hosts(ctx.store, cpus_per_host=ctx.options.cpus_per_host)
+        duet = duet_arms(ctx.config, len(ctx.arm_names))
+        layout = ensure_local_hosts(
+            ctx.store, cpus_per_host=ctx.options.cpus_per_host, duet_arms=duet
+        )
         engine_cpus, shares = layout.engine_cpus or None, False
     else:
         # The engine runs where the processor runs, on the CPUs it was given (pin the
