@@ -316,7 +316,14 @@ def test_a_worker_node_killed_mid_trial_has_its_trial_run_again_on_another_host(
     ray_cluster: RayCluster, store: Store, tmp_path: Path
 ) -> None:
     """False failure: about 1e-4 (not measured): the deadlines (120 s to reach trial 2, 240 s to
-    finish) are many times what the run takes; the verdict is not checked."""
+    finish) are many times what the run takes (25 s, or about 80 s on the slow path below);
+    the verdict is not checked.
+
+    The slow path (fc35, 2026-11-29): the arm Ray started on the killed node outlives its
+    raylet, so the batch the kill lands in ends normally and the next batch may start an arm
+    there too, until Ray's heartbeats mark the node dead (about 60 s); only then is the host
+    lost and the trial run again. So what is checked is the trial's last run-through: every
+    batch and arm of it after the dead host's last run, none on that host."""
     ray_cluster.ensure_workers("w4")  # the spare the interrupted trial moves to
     # Two trials: the node dies in the second, the last, and its trial runs again.
     exp = write_experiment(tmp_path / "lost", tag="lost", design={"trials": 2})
@@ -351,12 +358,16 @@ def test_a_worker_node_killed_mid_trial_has_its_trial_run_again_on_another_host(
     assert_each_trial_done_once(store, eid, trials=2, interrupted=interrupted)
     with store.transaction() as session:
         dead = session.scalars(select(Host).where(Host.name == name)).one()
-        again = session.scalars(
-            select(Run.host_id).where(Run.experiment_id == eid, Run.trial == interrupted,
-                                      Run.id.not_in([r.id for r in runs]))
+        trial_runs = session.scalars(
+            select(Run).where(Run.experiment_id == eid, Run.trial == interrupted)
+            .order_by(Run.started_at)
         ).all()  # fmt: skip
     assert not dead.healthy and "healthy again when its agent registers" in str(dead.health_note)
-    assert again and dead.id not in again
+    assert {r.id for r in runs} <= {r.id for r in trial_runs}
+    last_on_dead = max(r.started_at for r in trial_runs if r.host_id == dead.id)
+    again = [r for r in trial_runs if r.started_at > last_on_dead]
+    assert {(r.batch, r.arm) for r in again} == {(0, "A"), (0, "B"), (1, "A"), (1, "B")}, again
+    assert dead.id not in {r.host_id for r in again}
     assert_no_arm_left(marker)
     # Its agent registering again makes the host healthy again.
     restarted = time.monotonic()
