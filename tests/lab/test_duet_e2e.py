@@ -9,7 +9,7 @@ from pathlib import Path
 
 from experiment_files import write_experiment
 from sqlalchemy import select
-from test_lab_e2e import assert_nothing_left, hairline
+from test_lab_e2e import assert_nothing_left, run_to_end
 
 from hairline.store.db import open_store
 from hairline.store.models import Host, Run
@@ -29,10 +29,7 @@ def test_a_duet_runs_both_arms_on_one_cpu_and_the_engine_on_the_other(
         hosts={"local_layout": "duet"},
     ).path
     home = tmp_path / "home"
-    out = tmp_path / "report.json"
-    done = hairline("run", str(path), "--json", str(out), home=home, engine=engine_path)
-    assert done.returncode in (0, 1), done.stdout + done.stderr
-    report = json.loads(out.read_text())
+    report = run_to_end(path, home, engine_path)
     store = open_store(home=home)
     try:
         with store.transaction() as session:

@@ -15,6 +15,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 import xmlschema
@@ -51,6 +52,17 @@ def hairline(
         [*HAIRLINE, *args, "--home", str(home)],
         capture_output=True, text=True, timeout=timeout_s, env=env,
     )  # fmt: skip
+
+
+def run_to_end(path: Path, home: Path, engine: Path) -> dict[str, Any]:
+    """``hairline run PATH --json`` to its end with either verdict (exit 0 or 1): its JSON
+    report, checked against its schema."""
+    out = home.parent / "report.json"
+    done = hairline("run", str(path), "--json", str(out), home=home, engine=engine)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(out.read_text())
+    check_schema("experiment-report", report)
+    return report
 
 
 def assert_no_daemon(marker: str) -> None:
@@ -419,11 +431,7 @@ def test_a_batch_whose_arm_dies_is_run_again_and_the_report_says_why(
         "exec {command}'",
     ).path
     home = tmp_path / "home"
-    out = tmp_path / "report.json"
-    done = hairline("run", str(path), "--json", str(out), home=home, engine=engine_path)
-    assert done.returncode in (0, 1), done.stdout + done.stderr
-    report = json.loads(out.read_text())
-    check_schema("experiment-report", report)
+    report = run_to_end(path, home, engine_path)
     assert report["phase"] == "done" and report["trials_done"] == 1
     rerun = [n for n in report["notes"] if "was spoiled and run again" in n]
     assert len(rerun) == 1 and "arm A" in rerun[0], report["notes"]
