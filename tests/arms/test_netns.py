@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,13 @@ def test_a_creation_that_fails_halfway_removes_what_it_made(clean: None) -> None
         assert PREFIX + "e-8085" not in run("ip", "netns", "list")
     finally:
         run("ip", "link", "del", ns.host_veth)
+
+
+@needs_netns
+def test_probes_at_once_in_one_folder_each_find_namespaces() -> None:
+    """Two pytest workers in one clone probed under one name at once, and the second read
+    "File exists" as "no namespaces here" (a suite skipped a test for it, 2026-11-29)."""
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        answers = list(pool.map(lambda _: netns_available(), range(12)))
+    assert answers == [""] * 12
+    assert not [n for n in run("ip", "netns", "list").split() if n.startswith("hlprobe-")]

@@ -32,6 +32,8 @@ import fcntl
 import hashlib
 import ipaddress
 import json
+import os
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -87,7 +89,10 @@ def netns_available() -> str:
     for tool in ("ip", "nft"):
         if shutil.which(tool) is None:
             return f"`{tool}` is not installed (apt-get install iproute2 nftables)"
-    probe = "hlprobe-" + hashlib.sha256(str(Path.cwd()).encode()).hexdigest()[:8]
+    # A name of this process's own: two processes probing at once (two pytest workers in one
+    # folder, two lab processors) with a name from the folder collided ("File exists") and
+    # the second read that as "no namespaces here".
+    probe = f"hlprobe-{os.getpid()}-{secrets.token_hex(3)}"
     done = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if done.returncode != 0:
         return f"`ip netns add` failed: {done.stderr.strip()} (run as root)"
