@@ -51,6 +51,13 @@ AA_DIFFERENCES_PCT = np.array([
     0.08, 0.84, 1.97, 0.97, -0.72, -0.25, -0.36, -1.7, 0.36, 0.74, 2.95, -0.28, -0.74, -0.34,
     -0.13, -0.66, -0.87, 5.22, -0.1, -1.92, 1.66, -0.18, -2.3, 0.32, 1.59, -2.21, -0.75,
 ])  # fmt: skip
+# The same A/A in a duet ([hosts] local_layout = "duet": both arms on CPU 0, the engine on
+# CPU 1; 2026-11-29 18:20 UTC, nothing else running; 145 s): sd 0.84%, the largest 2.9%.
+DUET_AA_DIFFERENCES_PCT = np.array([
+    0.64, -0.49, -0.18, 0.99, 1.3, -0.71, 0.5, -0.28, -0.43, -0.87, 0.49, -0.45, 0.06, -0.23,
+    -0.41, 1.09, -0.85, -0.25, 0.85, -0.08, 0.41, -0.82, 0.43, -0.78, -0.27, -0.05, -0.3,
+    -1.82, 0.08, -0.69, 2.02, -0.57, -0.52, 2.89, 0.03, -0.09, 0.08, 0.54, 0.37, -0.2,
+])  # fmt: skip
 REPEATS = 2  # stats/bisection.py: an inconclusive step runs again at most twice
 BUDGET_REPEATS = 2  # --max-experiments' default: the clean count plus two
 BASELINE = 100.0  # A's per-trial mean: differences in % are then absolute
@@ -108,6 +115,14 @@ def failure_rate(
     return float(failed.mean()), float((repeats > 0).mean())
 
 
+def both_signs(differences: np.ndarray) -> np.ndarray:
+    """An A/A's per-trial differences, centred and with both signs: its arms are the same,
+    so a difference and its negative are equally likely (the split A/A's four outlying
+    trials happened to be B's)."""
+    centred = differences - differences.mean()
+    return np.concatenate([centred, -centred])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=6, help="trials a step (default 6)")
@@ -118,11 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--sds", default="1.5,2,2.5,3.2", help="normal sds in %% to try")
     args = parser.parse_args(argv)
-    # The A/A's arms are the same, so a difference and its negative are equally likely: the
-    # four outlying trials happened to be B's; resampled with both signs.
-    centred = AA_DIFFERENCES_PCT - AA_DIFFERENCES_PCT.mean()
-    both_signs = np.concatenate([centred, -centred])
-    models: list[tuple[str, np.ndarray | float]] = [("the 40-trial A/A, resampled", both_signs)]
+    models: list[tuple[str, np.ndarray | float]] = [
+        ("the 40-trial A/A, resampled", both_signs(AA_DIFFERENCES_PCT)),
+        ("the duet's A/A, resampled", both_signs(DUET_AA_DIFFERENCES_PCT)),
+    ]
     models += [(f"normal, sd {float(sd):g}%", float(sd)) for sd in args.sds.split(",")]
     print(
         f"bisection of 8 commits, culprit +{args.effect:g}%, {args.trials} trials a step, "
