@@ -45,6 +45,7 @@ def run_profiled(tmp_path: Path, engine_path: Path, arms: dict[str, object], **k
     return report
 
 
+@pytest.mark.shares_cpus
 def test_a_function_made_twice_as_slow_is_named_with_its_cost(
     tmp_path: Path, engine_path: Path
 ) -> None:
@@ -55,7 +56,9 @@ def test_a_function_made_twice_as_slow_is_named_with_its_cost(
     with three trials' means each within a few points of that (two here: their mean's
     sampling sd is about 4 points), so +50% to +160% is over ten standard errors wide on
     either side, and the next largest change of a function's own cost (at most a few
-    points, over tens of samples) stays under it."""
+    points, over tens of samples) stays under it. It runs beside another test (shares_cpus):
+    perf's cpu-clock counts the arm's own CPU time, so a neighbour moves neither a
+    function's share of the samples nor the samples a batch holds (the requests' work)."""
     if perf_binary() is None:
         pytest.skip("perf is not installed (make sysdeps installs linux-perf)")
     slower = {"args": ["--slow-function", "load_profile=1.0"]}
