@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from hairline.arms.host_agent import ArmRecipe, HostAgent
 from hairline.arms.node_profile import NodeSampler
-from hairline.arms.remote import ArmRecipe, HostAgent
 from hairline.config import ArmConfig, ServiceConfig
 from hairline.config.profiling import ProfileConfig
 from hairline.profile.perf import perf_binary

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from hairline.arms.cgroup import create_cgroup
-from hairline.arms.remote import ArmRecipe, HostAgent, pack_artifact
+from hairline.arms.host_agent import ArmRecipe, HostAgent, pack_artifact
+from hairline.arms.remote import raylet_address, raylet_refuses
 from hairline.config import ArmConfig, ServiceConfig
 from hairline.errors import ArmFailed
 from suitekit import live_processes_with
@@ -129,3 +131,27 @@ def test_an_artifact_is_shipped_once_per_build_key_with_its_executable_bits(
         assert live_processes_with("--warmup-s 0.0126")
     finally:
         agent.stop_arm(2)
+
+
+def test_a_raylet_port_that_refuses_connections_is_a_node_gone() -> None:
+    """The driver's pinger asks the node's raylet port, not the head: the head's health
+    checks take about a minute to call a node dead. A port that answers, or does not answer
+    at all (slow, filtered), is not a death: the calls' own timeouts judge those."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert raylet_refuses("127.0.0.1", port) is None
+    gone = raylet_refuses("127.0.0.1", port)
+    assert gone is not None and f"127.0.0.1:{port}" in gone and "the node is gone" in gone
+
+
+def test_the_raylet_of_an_actors_node_is_found_among_the_live_nodes() -> None:
+    nodes = [
+        {"NodeID": "aa", "Alive": False, "NodeManagerAddress": "127.0.0.2", "NodeManagerPort": 1},
+        {"NodeID": "aa", "Alive": True, "NodeManagerAddress": "127.0.0.2", "NodeManagerPort": 2},
+        {"NodeID": "bb", "Alive": True, "NodeManagerAddress": "127.0.0.3", "NodeManagerPort": 3},
+    ]
+    assert raylet_address(nodes, "aa") == ("127.0.0.2", 2)
+    assert raylet_address(nodes, "cc") is None
+    assert raylet_address(nodes, None) is None

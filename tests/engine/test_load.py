@@ -31,7 +31,7 @@ from hairline.engine import (
     run_load,
     warm_up,
 )
-from hairline.errors import EngineError
+from hairline.errors import EngineError, HostLost
 from hairline.kit.procs import thread_pinned_to
 from hairline.lab.latency import latency_rows
 
@@ -293,6 +293,36 @@ def test_a_failed_run_leaves_every_output_as_it_was(sample_service, engine_path,
     assert json.loads(summary.read_text())["targets"]["a"]["requests"] == 100
     assert len(read_requests(requests)) == 100 and hdr_log.stat().st_size > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.hlog", "r.bin", "s.json"]
+
+
+def test_a_check_that_raises_stops_a_warm_up_that_would_wait_a_minute(sample_service):
+    """What a Ray arm's lost host does to a batch: the warm-up waits for a target that will
+    never be warm (60 s allowed), and the check raising after 0.5 s ends it at once.
+
+    False failure: none in practice: the check is polled every 0.25 s, so the run ends
+    0.5-0.75 s after it starts plus the engine's kill and reaping (milliseconds), against
+    a 10 s bound; the engine's process is waited for before run_load returns."""
+    never = sample_service(warmup_s=3600)
+    started = time.monotonic()
+
+    def host_lost() -> None:
+        if time.monotonic() - started > 0.5:
+            raise HostLost(0, "w2", "its node's raylet refuses connections")
+
+    with pytest.raises(HostLost):
+        warm_up(
+            targets={"A": never.url},
+            paths=[LIGHT],
+            rate_per_s=100,
+            duration_s=0.1,
+            warm_urls=[f"{never.url}/warm"],
+            warm_timeout_s=60,
+            check=host_lost,
+        )
+    assert time.monotonic() - started < 10
+    engines = subprocess.run(["pgrep", "-f", f"hairline-engine load --target A={never.url}"],
+                             capture_output=True, text=True)  # fmt: skip
+    assert engines.stdout == ""
 
 
 def test_outputs_in_a_missing_folder_are_refused_before_the_run(engine_path, tmp_path):

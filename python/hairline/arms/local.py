@@ -171,6 +171,10 @@ class LocalArm:
             return self.cgroup.pids()
         return process_tree(self.pid) if self._proc else []
 
+    def raise_if_host_lost(self) -> None:
+        """Nothing to do: this machine is the host (the runner asks every arm while the
+        engine runs; a Ray arm's host can die under it)."""
+
     def running(self) -> bool:
         """Whether anything of the arm still runs: its cgroup is not empty (a service that
         daemonises leaves its leader behind), or without a cgroup its leader lives."""

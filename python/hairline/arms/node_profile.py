@@ -56,7 +56,7 @@ def arm_perf(
 
 
 class NodeProfiling:
-    """The agent's sampling methods (a base of arms/remote.py's ``HostAgent``), each one
+    """The agent's sampling methods (a base of arms/host_agent.py's ``HostAgent``), each one
     actor call. The agent provides its arms, its runs folder and its call bookkeeping."""
 
     workdir: Path

@@ -1,293 +1,38 @@
-"""The ray backend's arms: a :class:`~hairline.arms.local.LocalArm` on a test machine,
-started and read through a Ray actor placed on exactly that host.
-
-Two halves. :class:`HostAgent` runs on the test machine, as a Ray actor that holds the
-host's custom resource (``hairline_host_<name>: 1``, so there is one per host at a time):
-it starts each arm there with ``LocalArm`` (its cgroup, its CPU set, its health check,
-its CPU and memory readings) bound to the node's address, keeps shipped build artifacts
-by build key, and sweeps the cgroups a dead processor left of its experiment before it
-starts anything. :class:`RemoteHost` and :class:`RemoteArm` are the driver's half: the
-arm protocol the lab's runner speaks, over actor calls with timeouts.
+"""The driver's half of the ray backend: :class:`RemoteHost` and :class:`RemoteArm`, the
+arm protocol the lab's runner speaks, over calls with timeouts to the
+:class:`~hairline.arms.host_agent.HostAgent` actor placed on exactly that host.
 
 Failures: the actors are created with ``max_restarts=0`` and called with
 ``max_task_retries=0``, so Ray never re-runs anything behind hairline's back (with
 retries it silently re-ran work on a node that came back). A dead node, a dead actor or a
 call that does not return in time raise :class:`HostLost`, a control-flow exception
 (not a :class:`~hairline.errors.HairlineError`): the lab marks the host unhealthy and
-runs the trial again on other hosts. An actor whose driver stops calling it (the driver
-was killed, the head is gone) stops its arms by itself after ``deadman_s``.
+runs the trial again on other hosts. A node is found dead by its raylet's port refusing
+connections, every 2 s: the head's own health checks take about a minute.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import os
-import shutil
-import tarfile
-import tempfile
+import socket
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from hairline.arms.cgroup import cgroup_name, sweep
-from hairline.arms.local import ArmSpec, LocalArm, free_port
-from hairline.arms.node_profile import NodeProfiling, NodeSampler
-from hairline.arms.sandbox import ArmSandbox
-from hairline.config import ArmConfig, ServiceConfig, start_command
+from hairline.arms.host_agent import ArmRecipe, HostAgent, pack_artifact, ray_module
+from hairline.arms.node_profile import NodeSampler
 from hairline.config.profiling import ProfileConfig
 from hairline.errors import HairlineError, HostLost
 
-__all__ = [
-    "AGENT_HOME_VARIABLE",
-    "ArmRecipe",
-    "HostAgent",
-    "HostLost",
-    "RemoteArm",
-    "RemoteHost",
-    "pack_artifact",
-]
+__all__ = ["HostLost", "RemoteArm", "RemoteHost", "raylet_address", "raylet_refuses"]
 
-# Where a node keeps arm logs and shipped artifacts; the agent sets it for its node.
-AGENT_HOME_VARIABLE = "HAIRLINE_AGENT_HOME"
 # A call answers within this unless it says otherwise (reading a cgroup is microseconds).
 _CALL_TIMEOUT_S = 20.0
 _PING_INTERVAL_S = 2.0
-# The most of an arm's log brought back to the processor's runs folder.
-_LOG_TAIL_BYTES = 256 * 1024
-
-
-@dataclass(frozen=True)
-class ArmRecipe:
-    """What a node needs to start an arm: the service and arm as configured (the start
-    command is filled in on the node, where ``{engine}``, ``{artifact}``, ``{workdir}`` and
-    ``{host}`` have their node's values) and the build key of its artifact, if any."""
-
-    name: str
-    service: ServiceConfig
-    arm: ArmConfig
-    artifact_key: str | None = None
-    # An API submission's arm: run in the sandbox of arms/sandbox.py.
-    sandboxed: bool = False
-
-
-def pack_artifact(path: Path) -> bytes:
-    """A build artifact (a file or a folder) as a tar archive, executable bits kept."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(str(path), arcname=path.name)
-    return buffer.getvalue()
-
-
-def _agent_home() -> Path:
-    configured = os.environ.get(AGENT_HOME_VARIABLE)
-    return Path(configured) if configured else Path(tempfile.gettempdir()) / "hairline-agent"
-
-
-class HostAgent(NodeProfiling):
-    """The actor on a test machine (see the module's doc). Its methods run one at a time on
-    the worker's main thread: an arm, or an arm's perf (:class:`NodeProfiling`), started
-    from it is killed with it (parent-death signal), as a pool's thread would not ensure."""
-
-    def __init__(
-        self,
-        name: str,
-        address: str,
-        cpus: tuple[int, ...],
-        cgroup_prefix: str,
-        deadman_s: float = 30.0,
-    ) -> None:
-        self.name = name
-        self.address = address
-        self.cpus = cpus
-        self.prefix = cgroup_prefix
-        self.home = _agent_home()
-        self.workdir = self.home / "runs" / cgroup_prefix.rstrip("-")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        # Whatever a processor that died left of this experiment on this machine: arms in
-        # its cgroups (daemons included) go before anything of this driver starts.
-        self.swept = sweep(cgroup_prefix)
-        super().__init__()
-        self._arms: dict[int, LocalArm] = {}
-        self._lock = threading.Lock()
-        self._busy = 0
-        self._last_s = time.monotonic()
-        self._deadman_s = deadman_s
-        threading.Thread(target=self._deadman, name="deadman", daemon=True).start()
-
-    @contextlib.contextmanager
-    def _call(self) -> Iterator[None]:
-        with self._lock:
-            self._busy += 1
-            self._last_s = time.monotonic()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._busy -= 1
-                self._last_s = time.monotonic()
-
-    def _deadman(self) -> None:
-        while True:
-            time.sleep(1.0)
-            with self._lock:
-                silent = not self._busy and time.monotonic() - self._last_s > self._deadman_s
-            if silent and self._arms:
-                self.stop_all()
-                sweep(self.prefix)
-
-    def ready(self) -> dict[str, Any]:
-        with self._call():
-            return {"pid": os.getpid(), "swept": self.swept, "home": str(self.home)}
-
-    def ping(self) -> None:
-        with self._call():
-            return None
-
-    def artifact(self, key: str) -> str | None:
-        """The node's copy of the artifact ``key``, if it has one."""
-        with self._call():
-            folder = self.home / "artifacts" / key
-            entries = list(folder.iterdir()) if folder.is_dir() else []
-            return str(entries[0]) if len(entries) == 1 else None
-
-    def put_artifact(self, key: str, archive: bytes) -> str:
-        """Unpack a shipped artifact into the cache, whole or not at all."""
-        with self._call():
-            cache = self.home / "artifacts"
-            cache.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=cache))
-            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                tar.extractall(staging, filter="tar")
-            final = cache / key
-            try:
-                staging.rename(final)
-            except OSError:  # another driver put the same key meanwhile: keep theirs
-                shutil.rmtree(staging, ignore_errors=True)
-            [entry] = list(final.iterdir())
-            return str(entry)
-
-    def start_arm(
-        self,
-        arm_id: int,
-        recipe: ArmRecipe,
-        artifact: str,
-        log_name: str,
-        label: str,
-        health_timeout_s: float,
-    ) -> dict[str, Any]:
-        """Start an arm on this host and wait for its health check; what the driver needs
-        to know of it. An arm that does not come up raises :class:`ArmFailed` as locally."""
-        from hairline.engine import find_engine
-
-        with self._call():
-            port = free_port(self.address)
-            arm_dir = self.workdir / f"{log_name}.d"
-            arm_dir.mkdir(parents=True, exist_ok=True)
-            words = start_command(
-                recipe.service,
-                recipe.arm,
-                {
-                    "port": str(port),
-                    "host": self.address,
-                    "artifact": artifact,
-                    "cpus": ",".join(map(str, self.cpus)),
-                    "engine": str(find_engine()),
-                    "workdir": str(arm_dir),
-                    "arm": recipe.name,
-                },
-            )
-            root = Path(recipe.service.root)
-            arm = LocalArm(
-                ArmSpec(
-                    name=recipe.name,
-                    command=words,
-                    health_path=recipe.service.health,
-                    # The service file's folder is on the processor's machine; a start
-                    # command that needs files there should use {artifact} instead.
-                    cwd=root if root.is_dir() else arm_dir,
-                    env={**recipe.service.env, **recipe.arm.env},
-                    sandbox=_sandbox(recipe, arm_dir, root, artifact, str(find_engine())),
-                ),
-                port=port,
-                cpus=self.cpus,
-                log_path=self.workdir / f"{log_name}.log",
-                cgroup=cgroup_name(self.prefix, label, port),
-                host=self.address,
-            )
-            arm.start(health_timeout_s=health_timeout_s)
-            self._arms[arm_id] = arm
-            return {
-                "port": port,
-                "pid": arm.pid,
-                "measured_by": arm.measured_by,
-                "fallback": arm.fallback,
-                "memory_fallback": arm.memory_fallback,
-            }
-
-    def cpu_ns(self, arm_id: int) -> int:
-        with self._call():
-            return self._arms[arm_id].cpu_ns()
-
-    def anon_memory_bytes(self, arm_id: int) -> int:
-        with self._call():
-            return self._arms[arm_id].anon_memory_bytes()
-
-    def peak_memory_bytes(self, arm_id: int) -> int | None:
-        with self._call():
-            return self._arms[arm_id].peak_memory_bytes()
-
-    def running(self, arm_id: int) -> bool:
-        with self._call():
-            return self._arms[arm_id].running()
-
-    def main_process(self, arm_id: int) -> tuple[int, int] | None:
-        with self._call():
-            return self._arms[arm_id].main_process()
-
-    def stop_arm(self, arm_id: int) -> str:
-        """Stop the arm (cgroup killed and removed); the tail of its log."""
-        with self._call():
-            self._kill_sampling(arm_id)
-            arm = self._arms.pop(arm_id, None)
-            if arm is None:
-                return ""
-            arm.stop()
-            log = arm.log_path
-            if log is None or not log.exists():
-                return ""
-            with log.open("rb") as f:
-                f.seek(max(log.stat().st_size - _LOG_TAIL_BYTES, 0))
-                return f.read().decode(errors="replace")
-
-    def stop_all(self) -> None:
-        for arm_id in list(self._arms):
-            self._kill_sampling(arm_id)
-            arm = self._arms.pop(arm_id, None)
-            if arm is not None:
-                arm.stop()
-
-
-def _sandbox(
-    recipe: ArmRecipe, arm_dir: Path, root: Path, artifact: str, engine: str
-) -> ArmSandbox | None:
-    """A submitted experiment's arm: its arm folder writable; the service file's folder, its
-    artifact and the engine on this node read-only."""
-    if not recipe.sandboxed:
-        return None
-    paths = (str(root), artifact, engine)
-    readable = tuple(Path(p) for p in paths if p and Path(p).exists())
-    return ArmSandbox(writable=(arm_dir,), readable=readable)
-
-
-def _ray() -> Any:
-    import ray
-
-    return ray
+# How often a call waiting on its node looks whether the pinger found the node gone.
+_LOST_CHECK_S = 0.25
 
 
 class RemoteHost:
@@ -313,6 +58,7 @@ class RemoteHost:
         self._prefix = cgroup_prefix
         self._deadman_s = deadman_s
         self._actor: Any = None
+        self._raylet: tuple[str, int] | None = None
         self._lost: str | None = None
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -325,7 +71,7 @@ class RemoteHost:
     def open(self, *, timeout_s: float = 60.0) -> RemoteHost:
         """Place the actor on the host (waiting for the resource a dead driver's actor may
         still hold) and start pinging it."""
-        ray = _ray()
+        ray = ray_module()
         actor_class = ray.remote(HostAgent)
         self._actor = actor_class.options(
             resources={self.resource: 1},
@@ -336,6 +82,7 @@ class RemoteHost:
         ).remote(self.name, self.address, self.cpus, self._prefix, self._deadman_s)
         info = self.call("ready", timeout_s=timeout_s)
         self.swept = list(info["swept"])
+        self._raylet = raylet_address(ray.nodes(), info.get("node_id"))
         self._pinger.start()
         return self
 
@@ -343,11 +90,16 @@ class RemoteHost:
         self._stop.set()
         if self._actor is not None:
             with contextlib.suppress(Exception):
-                _ray().kill(self._actor, no_restart=True)
+                ray_module().kill(self._actor, no_restart=True)
 
     def _ping(self) -> None:
-        ray = _ray()
+        ray = ray_module()
         while not self._stop.wait(_PING_INTERVAL_S):
+            # The node's raylet first, busy or not: a call in flight when the node died
+            # waited for the head's health checks (about a minute here) before it failed.
+            if self._raylet is not None and (gone := raylet_refuses(*self._raylet)):
+                self._lost = gone
+                return
             with self._lock:
                 idle = self._in_flight == 0
             if not idle:
@@ -360,15 +112,25 @@ class RemoteHost:
                 self._lost = _why(err)
                 return
 
-    def call(self, method: str, *args: Any, timeout_s: float = _CALL_TIMEOUT_S) -> Any:
-        """``method(*args)`` on the actor; its :class:`HairlineError` re-raised as is."""
-        ray = _ray()
+    def raise_if_lost(self) -> None:
         if self._lost is not None:
             raise HostLost(self.index, self.name, self._lost)
+
+    def call(self, method: str, *args: Any, timeout_s: float = _CALL_TIMEOUT_S) -> Any:
+        """``method(*args)`` on the actor; its :class:`HairlineError` re-raised as is."""
+        ray = ray_module()
+        self.raise_if_lost()
         with self._lock:
             self._in_flight += 1
         try:
-            return ray.get(getattr(self._actor, method).remote(*args), timeout=timeout_s)
+            pending = getattr(self._actor, method).remote(*args)
+            deadline = time.monotonic() + timeout_s
+            # In slices, so that a node the pinger found gone ends the wait at once.
+            while not ray.wait([pending], timeout=min(_LOST_CHECK_S, timeout_s))[0]:
+                self.raise_if_lost()
+                if time.monotonic() >= deadline:
+                    raise ray.exceptions.GetTimeoutError()
+            return ray.get(pending)
         except ray.exceptions.RayTaskError as err:
             if isinstance(err.cause, HairlineError):
                 raise err.cause from None
@@ -389,7 +151,7 @@ class RemoteHost:
         if key not in self._artifacts:
             found = self.call("artifact", key)
             if found is None:
-                archive = _ray().put(pack_artifact(local))
+                archive = ray_module().put(pack_artifact(local))
                 found = self.call("put_artifact", key, archive, timeout_s=600.0)
             self._artifacts[key] = str(found)
         return self._artifacts[key]
@@ -397,6 +159,28 @@ class RemoteHost:
     def new_arm_id(self) -> int:
         self._next_arm += 1
         return self._next_arm
+
+
+def raylet_address(nodes: list[dict[str, Any]], node_id: str | None) -> tuple[str, int] | None:
+    """Where the live node ``node_id``'s raylet listens, from ``ray.nodes()``; None when
+    it is not listed (the pinger then only pings the actor)."""
+    for node in nodes:
+        if node.get("NodeID") == node_id and node.get("Alive"):
+            return str(node["NodeManagerAddress"]), int(node["NodeManagerPort"])
+    return None
+
+
+def raylet_refuses(address: str, port: int, *, timeout_s: float = 1.0) -> str | None:
+    """Why the node is gone when its raylet's port refuses connections (the machine
+    answers, nothing listens there), else None: a slow or unreachable port is the calls'
+    own timeouts to judge, not a death."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout_s):
+            return None
+    except ConnectionRefusedError:
+        return f"its node's raylet ({address}:{port}) refuses connections: the node is gone"
+    except OSError:
+        return None
 
 
 def _why(err: Exception) -> str:
@@ -465,6 +249,11 @@ class RemoteArm:
         """The arm's main process on its node (:meth:`LocalArm.main_process`)."""
         found = self._host.call("main_process", self._id)
         return None if found is None else (int(found[0]), int(found[1]))
+
+    def raise_if_host_lost(self) -> None:
+        """:class:`HostLost` when the pinger found this arm's node gone; no call is made,
+        so the runner asks it every quarter second while the engine runs."""
+        self._host.raise_if_lost()
 
     def pids(self) -> list[int]:
         """None here: a Ray arm's processes are sampled on its node (:meth:`stack_sampler`)."""

@@ -9,7 +9,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from hairline.errors import ConfigError, EngineError
 from hairline.kit.procs import child_setup
 
 ENGINE_NAME = "hairline-engine"
+# How often run_load's ``check`` is called while the engine runs.
+_CHECK_INTERVAL_S = 0.25
 EXIT_INVALID = 1  # a run whose validity gate failed under --strict
 EXIT_REFUSED = 2  # the engine refused its arguments or input, before sending anything
 _REFUSAL_PREFIX = "invalid arguments:"
@@ -89,11 +92,14 @@ def run_load(
     timeout_s: float | None = None,
     engine: Path | None = None,
     cpus: Sequence[int] | None = None,
+    check: Callable[[], None] | None = None,
 ) -> LoadResult:
     """Runs the plan to completion and returns its summary; ``cpus`` pins the engine.
 
     A run that fails a validity gate is returned (``valid`` is false), also under
-    ``strict``; a run the engine could not do raises :class:`EngineError`.
+    ``strict``; a run the engine could not do raises :class:`EngineError`. ``check`` is
+    called every quarter second while the engine runs; what it raises stops the engine
+    and is raised (a Ray arm's host found gone: the warm-up would wait a minute for it).
     """
     binary = engine or find_engine()
     with tempfile.TemporaryDirectory(prefix="hairline-load-") as tmp:
@@ -101,25 +107,54 @@ def run_load(
         args = with_summary(plan, summary_path).to_args()
         limit_s = timeout_s if timeout_s is not None else plan.expected_runtime_s() + 30
         command = [str(binary), *args]
+        returncode, stderr = _run_engine(command, limit_s=limit_s, cpus=cpus, check=check)
+        if returncode not in (0, EXIT_INVALID) or not summary_path.exists():
+            raise engine_failure(returncode, stderr)
+        return read_summary(summary_path, stderr, plan.requests_path)
+
+
+def _run_engine(
+    command: Sequence[str],
+    *,
+    limit_s: float,
+    cpus: Sequence[int] | None,
+    check: Callable[[], None] | None,
+) -> tuple[int, str]:
+    """The engine's exit status and stderr; killed (and waited for) past ``limit_s`` or
+    when ``check`` raises."""
+    binary = command[0]
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=child_setup(cpus),
+        )
+    except OSError as err:
+        raise EngineError(f"cannot run {binary}: {err}") from err
+    deadline = time.monotonic() + limit_s
+    with proc:
         try:
-            proc = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                timeout=limit_s,
-                preexec_fn=child_setup(cpus),
-            )
-        except subprocess.TimeoutExpired as err:
-            stderr = err.stderr.decode(errors="replace") if isinstance(err.stderr, bytes) else ""
-            raise EngineError(
-                f"hairline-engine load did not finish within {limit_s:.0f} s; stderr:\n{stderr}",
-                hint="raise timeout_s, or check that the targets answer",
-            ) from err
-        except OSError as err:
-            raise EngineError(f"cannot run {binary}: {err}") from err
-        if proc.returncode not in (0, EXIT_INVALID) or not summary_path.exists():
-            raise engine_failure(proc.returncode, proc.stderr)
-        return read_summary(summary_path, proc.stderr, plan.requests_path)
+            while True:
+                try:
+                    _, stderr = proc.communicate(timeout=_CHECK_INTERVAL_S if check else limit_s)
+                    return proc.returncode, stderr
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= deadline:
+                        proc.kill()
+                        _, stderr = proc.communicate()
+                        raise EngineError(
+                            f"hairline-engine load did not finish within {limit_s:.0f} s; "
+                            f"stderr:\n{stderr}",
+                            hint="raise timeout_s, or check that the targets answer",
+                        ) from None
+                    if check is not None:
+                        check()
+        except BaseException:
+            if proc.poll() is None:
+                proc.kill()
+            raise
 
 
 def with_summary(plan: LoadPlan, path: Path) -> LoadPlan:
@@ -149,6 +184,7 @@ def warm_up(
     warm_timeout_s: float = 60.0,
     engine: Path | None = None,
     cpus: Sequence[int] | None = None,
+    check: Callable[[], None] | None = None,
     **options: Any,
 ) -> LoadResult:
     """Loads the targets at ``rate_per_s`` for at least ``duration_s`` and, with
@@ -170,7 +206,7 @@ def warm_up(
         warm_timeout_s=warm_timeout_s,
         **options,
     )
-    return run_load(plan, engine=engine, cpus=cpus)
+    return run_load(plan, engine=engine, cpus=cpus, check=check)
 
 
 def _named_warm_urls(
@@ -203,6 +239,7 @@ def measure(
     summary_path: Path | None = None,
     engine: Path | None = None,
     cpus: Sequence[int] | None = None,
+    check: Callable[[], None] | None = None,
     **options: Any,
 ) -> LoadResult:
     """One measurement phase to every target in lockstep; ``options`` are other
@@ -217,4 +254,4 @@ def measure(
         summary_path=summary_path,
         **options,
     )
-    return run_load(plan, engine=engine, cpus=cpus)
+    return run_load(plan, engine=engine, cpus=cpus, check=check)

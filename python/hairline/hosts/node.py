@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hairline.arms.remote import AGENT_HOME_VARIABLE
+from hairline.arms.host_agent import AGENT_HOME_VARIABLE
 from hairline.errors import ConfigError, HairlineError
 from hairline.hosts.agent import (
     AgentSpec,

@@ -32,7 +32,8 @@ from typing import IO, Any
 
 import pyarrow.parquet as pq
 
-from hairline.arms.remote import ArmRecipe, HostLost, RemoteArm, RemoteHost
+from hairline.arms.host_agent import ArmRecipe
+from hairline.arms.remote import HostLost, RemoteArm, RemoteHost
 from hairline.collect.summary import CPU_PER_REQUEST
 from hairline.config import ExperimentConfig
 from hairline.errors import HairlineError

@@ -105,6 +105,7 @@ class Arm(Protocol):
     def running(self) -> bool: ...
     def main_process(self) -> tuple[int, int] | None: ...
     def pids(self) -> list[int]: ...
+    def raise_if_host_lost(self) -> None: ...
     def stop(self) -> None: ...
     def __enter__(self) -> Arm: ...
     def __exit__(
@@ -366,6 +367,10 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
         host_of = {name: host for host, name in enumerate(batch.arm_on_host)}
         names = list(running)
 
+        def hosts_alive() -> None:
+            for arm in running.values():
+                arm.raise_if_host_lost()
+
         try:
             if hooks.progress:
                 hooks.progress(batch, "warming up")
@@ -380,6 +385,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
                     if (path := by_name[n].warm_path) is not None
                 },
                 warm_timeout_s=plan.warm_timeout_s,
+                check=hosts_alive,
                 cpus=plan.harness_cpus,
                 spin_us=plan.engine_spin_us,
                 coalesce_us=plan.engine_coalesce_us,
@@ -419,6 +425,7 @@ def _run_batch(plan: RunPlan, batch: Batch, attempt: int, hooks: Hooks) -> Attem
                     spin_us=plan.engine_spin_us,
                     coalesce_us=plan.engine_coalesce_us,
                     arrival=plan.arrival,
+                    check=hosts_alive,
                 )
         except HairlineError as err:
             # An arm that died under load (the engine or a scrape then fails) spoils the

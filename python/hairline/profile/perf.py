@@ -283,7 +283,7 @@ class ArmPerf:
     """One arm's sampling over one measurement window: its perf, and the arm's processes
     read at both ends (the samples kept are theirs). The one implementation of an arm's
     window, run where the arm's processes are: by the lab for a local arm
-    (lab/sampling.py), by the agent on the node for a Ray arm (arms/remote.py).
+    (lab/sampling.py), by the agent on the node for a Ray arm (arms/host_agent.py).
 
     :meth:`start` before the load; :meth:`interrupt` just after it (every arm's before any
     is read, so the windows close together); :meth:`stop` reads the samples; :meth:`kill`
