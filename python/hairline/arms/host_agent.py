@@ -40,6 +40,7 @@ AGENT_HOME_VARIABLE = "HAIRLINE_AGENT_HOME"
 # The most of an arm's log brought back to the processor's runs folder.
 _LOG_TAIL_BYTES = 256 * 1024
 
+
 @dataclass(frozen=True)
 class ArmRecipe:
     """What a node needs to start an arm: the service and arm as configured (the start
