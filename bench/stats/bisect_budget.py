@@ -58,6 +58,14 @@ DUET_AA_DIFFERENCES_PCT = np.array([
     -0.41, 1.09, -0.85, -0.25, 0.85, -0.08, 0.41, -0.82, 0.43, -0.78, -0.27, -0.05, -0.3,
     -1.82, 0.08, -0.69, 2.02, -0.57, -0.52, 2.89, 0.03, -0.09, 0.08, 0.54, 0.37, -0.2,
 ])  # fmt: skip
+# The duet again, one batch a trial ([design] name = "request-balanced": the bisection
+# test's settings since 2026-11-29; 22:21 UTC, nothing else running; 76 s): sd 1.61%, the
+# largest 3.6%.
+DUET_ONE_BATCH_AA_DIFFERENCES_PCT = np.array([
+    1.1, -0.79, -3.49, 0.34, 1.64, 1.13, -1.07, 2.75, -2.5, -0.6, -0.95, -3.62, -1.16, 1.47,
+    1.52, -0.43, -0.85, -0.48, 3.6, 0.6, -1.0, 0.5, -1.26, 0.7, -1.12, 0.25, 1.6, 1.38, -0.31,
+    0.38, -1.0, 1.01, -2.04, 1.61, -0.23, 0.69, -0.04, 1.37, -1.17, 3.43,
+])  # fmt: skip
 REPEATS = 2  # stats/bisection.py: an inconclusive step runs again at most twice
 BUDGET_REPEATS = 2  # --max-experiments' default: the clean count plus two
 BASELINE = 100.0  # A's per-trial mean: differences in % are then absolute
@@ -136,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     models: list[tuple[str, np.ndarray | float]] = [
         ("the 40-trial A/A, resampled", both_signs(AA_DIFFERENCES_PCT)),
         ("the duet's A/A, resampled", both_signs(DUET_AA_DIFFERENCES_PCT)),
+        ("the duet, one batch a trial", both_signs(DUET_ONE_BATCH_AA_DIFFERENCES_PCT)),
     ]
     models += [(f"normal, sd {float(sd):g}%", float(sd)) for sd in args.sds.split(",")]
     print(

@@ -69,21 +69,24 @@ def test_bisect_names_commit_five_of_eight_within_its_experiment_budget(
 ) -> None:
     """Four experiments: commit 4 against the good commit 1 (no change), 6 and then 5 against 1
     (regression), and the confirmation of 5 against its parent 4. The change is docs/bisect.md's:
-    10% more work a request, judged against a 4% threshold over four trials a step, in a duet
-    (both arms on one CPU, the engine on the other: docs/hosts.md). Its steps read +6.3% to
-    +7.5% of CPU per request there in two runs (split, an arm a CPU: +7% to +9%): the
-    kernel's part of a request is not scaled.
+    10% more work a request, judged against a 4% threshold over six trials a step of one batch
+    each, in a duet (both arms on one CPU, the engine on the other: docs/hosts.md). Its steps
+    read +6.3% to +7.5% of CPU per request there in two runs (split, an arm a CPU: +7% to
+    +9%): the kernel's part of a request is not scaled.
 
     False failure: under 1e-5 at the noise measured at these settings. The bisection fails if
     the unchanged step reads "regression" (its trimmed mean over 4%, significant), a regression
     step reads "no change", or repeats (an inconclusive step again with twice the trials, at
-    most two in all: the budget) run out. `python bench/stats/bisect_budget.py --trials 4
-    --threshold 4 --effect 6.3` simulates 100,000 bisections (seed 3) through the lab's own
-    models and verdict rule: with per-trial differences resampled from a 40-trial A/A of the
-    sample service in a duet at these settings (sd 0.84%, the largest 2.9%; 2026-11-29) none
-    failed and none needed a repeat; with normal trials of sd 1.2% (1.4 times that) none
-    failed, at 1.5% 1e-5, at 2% 2.5e-3 (6e-4 for a +7% culprit). Split, the A/A's trials had
-    an sd of 1.97% with four of 40 off by 3-8%, which took six trials a step and 87 s of the
+    most two in all: the budget) run out. `python bench/stats/bisect_budget.py --trials 6
+    --threshold 4 --effect 6.3 --sds 1.6,2,2.5` simulates 100,000 bisections (seed 3) through
+    the lab's own models and verdict rule: with per-trial differences resampled from a
+    40-trial A/A of the sample service in a duet at these settings, one batch a trial (sd
+    1.61%, the largest 3.6%; 2026-11-29 22:21 UTC) none failed and 12% needed a repeat; with
+    normal trials of sd 1.6% 1e-5, at 2% 3e-4. Four trials of one batch failed 5e-5 there
+    but 2.5e-3 at 2%; four trials of two batches (the fully balanced design, 8 batches a
+    step where these are 6; a trial's sd about 1/sqrt(2) of a batch's) about 1e-5 at a
+    batch's 2%. Split, the A/A's trials had an sd of 1.97% with
+    four of 40 off by 3-8%, which took six trials of two batches a step and 87 s of the
     suite. How small a change a bisection finds is a benchmark's question; this checks the
     bisection on the issue's 10%."""
     repo = tmp_path / "repo"
@@ -97,7 +100,9 @@ def test_bisect_names_commit_five_of_eight_within_its_experiment_budget(
         tag="bisect",
         arms={"A": git_arm, "B": git_arm},
         load={"rate_per_s": 1000, "duration_s": 1.0, "warmup_duration_s": 0.5},
-        design={"trials": 4},
+        # One batch a trial: in a duet both arms share the CPU set, so the fully balanced
+        # design's swap of arms between hosts only repeats the batch (docs/hosts.md).
+        design={"trials": 6, "name": "request-balanced"},
         hosts={"local_layout": "duet"},
         service={"build": {"artifact": "app"}},
         thresholds={"cpu_ns_per_request": "4%"},

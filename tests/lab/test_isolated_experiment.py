@@ -84,26 +84,31 @@ def wait_for_namespaces(home: Path, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.shares_cpus
 def test_the_report_names_the_refused_connections_and_nothing_is_left(
     tmp_path: Path, engine_path: Path
 ) -> None:
-    """False failure: about 1e-3 (not measured): either verdict passes, but the knocks count arm
-    starts, 6 for 3 trials of 2 batches: a batch spoiled by a load gate (or by steal
-    that hit one arm more) is run again and changes that count; how often batches are
-    spoiled here is not recorded."""
+    """False failure: about 1e-3 (not measured), beside another test (shares_cpus): either
+    verdict passes, and the knocks are counted against the arm starts the report itself
+    lists (every accepted batch, and every spoiled attempt run again), so a batch a
+    neighbour spoils moves both sides alike. What the count cannot follow is a trial left
+    out (three spoiled attempts of one batch in a row): that fails the test."""
     home = tmp_path / "home"
-    path = isolated_experiment(tmp_path / "run", "iso", trials=3)
+    path = isolated_experiment(tmp_path / "run", "iso", trials=2)
     done = hairline("run", str(path), home=home, engine=engine_path)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     assert left(home) == []
     report = json.loads(hairline("report", "1", "--json", "-", home=home,
                                  engine=engine_path).stdout)  # fmt: skip
     check_schema("experiment-report", report)
+    assert report["trials_done"] == 2, report["notes"]
+    # Each arm starts once per batch attempt: 2 trials x 2 batches, and any run again.
+    spoiled = [n for n in report["notes"] if "was spoiled and run again" in n]
+    starts = 2 * 2 + len(spoiled)
     notes = [n for n in report["notes"] if n.startswith("side effects")]
-    # Each arm starts once per batch: 3 trials x 2 batches, one knock each.
     assert notes == [
-        "side effects of arm A: 6 connections refused (127.0.0.1:9: 6)",
-        "side effects of arm B: 6 connections refused (127.0.0.1:9: 6)",
+        f"side effects of arm {arm}: {starts} connections refused (127.0.0.1:9: {starts})"
+        for arm in "AB"
     ]
 
 

@@ -107,8 +107,9 @@ def test_the_regression_fails_its_gate_and_the_aa_passes(
     """False failure: at most about 1e-3 through the session's web_runs
     (tests/web/conftest.py): the A/A at alpha 0.0001 on its seven deciding metrics fails its
     gate in at most 7e-4 of runs where the model is calibrated (a union bound), and the 30%
-    regression (it reads about +24%) over 4 trials at 1,500/s is about six times its
-    interval's half-width (about 4% at 11-29's spread) past the 2% threshold."""
+    regression (in a duet it reads +19% to +20%, one batch a trial) over 4 trials at
+    1,500/s is about eight times its interval's half-width (about 2%: per-trial spreads of
+    1.4-1.6 points, three runs on 2026-11-29) past the 2% threshold."""
     status, gate, headers = web_lab.request(
         "GET", f"/api/v1/experiments/{web_runs['regression']}/gate", token="demo-read"
     )

@@ -84,8 +84,9 @@ def test_every_page_renders_a_real_regression_and_a_real_aa_run(
     """False failure: at most about 1e-3 through the session's web_runs
     (tests/web/conftest.py): the A/A at alpha 0.0001 on its seven deciding metrics fails its
     gate in at most 7e-4 of runs where the model is calibrated (a union bound), and the 30%
-    regression (it reads about +24%) over 4 trials at 1,500/s is about six times its
-    interval's half-width (about 4% at 11-29's spread) past the 2% threshold."""
+    regression (in a duet it reads +19% to +20%, one batch a trial) over 4 trials at
+    1,500/s is about eight times its interval's half-width (about 2%: per-trial spreads of
+    1.4-1.6 points, three runs on 2026-11-29) past the 2% threshold."""
     regression, aa = web_runs["regression"], web_runs["aa"]
     page = signed_in(chromium, web_lab, "demo-read")
 
@@ -239,7 +240,8 @@ def test_acknowledging_a_regression_through_the_page(
     chromium: Any, web_lab: WebLab, web_runs: dict[str, int], tmp_path: Path
 ) -> None:
     """False failure: about 1e-3 (not measured): the session's A/B (web_runs) must be a regression
-    (30% over 4 trials at 1,500/s: about six interval half-widths past the threshold); the
+    (30% over 4 trials at 1,500/s in a duet: about eight interval half-widths past the
+    threshold); the
     page waits on nothing timed."""
     regression = web_runs["regression"]
     page = signed_in(chromium, web_lab, "demo-triage")

@@ -39,8 +39,9 @@ def test_gate_wait_over_http_exits_1_for_the_regression_and_0_for_the_aa(
     """False failure: at most about 1e-3 through the session's web_runs
     (tests/web/conftest.py): the A/A at alpha 0.0001 on its seven deciding metrics fails its
     gate in at most 7e-4 of runs where the model is calibrated (a union bound), and the 30%
-    regression (it reads about +24%) over 4 trials at 1,500/s is about six times its
-    interval's half-width (about 4% at 11-29's spread) past the 2% threshold."""
+    regression (in a duet it reads +19% to +20%, one batch a trial) over 4 trials at
+    1,500/s is about eight times its interval's half-width (about 2%: per-trial spreads of
+    1.4-1.6 points, three runs on 2026-11-29) past the 2% threshold."""
     token = web_lab.tokens["demo-read"]
     markdown, junit = tmp_path / "gate.md", tmp_path / "gate.xml"
     failed = gate(str(web_runs["regression"]), "--wait", "--timeout-s", "60", "--url",

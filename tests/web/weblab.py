@@ -93,16 +93,25 @@ def service_toml(start: str = START, *, name: str = SERVICE, extra: str = "") ->
 
 
 def experiment_toml(
-    *, team: str = "demo", b_args: str = "", trials: int = 4, alpha: float = 0.05
+    *,
+    team: str = "demo",
+    b_args: str = "",
+    trials: int = 4,
+    alpha: float = 0.05,
+    duet: bool = False,
 ) -> str:
     """A short sample-service experiment: 1,500 requests/s for 1 s after a 0.5 s warm-up
-    (pages and gates are tested with it, not power)."""
+    (pages and gates are tested with it, not power). ``duet``: both arms on one CPU and
+    the engine on the other, one batch a trial (docs/hosts.md): half the batches."""
+    design = f"[design]\ntrials = {trials}\n"
+    if duet:
+        design += 'name = "request-balanced"\n\n[hosts]\nlocal_layout = "duet"\n'
     return (
         'service = "service.toml"\ntrace = "trace.jsonl"\n'
         f'team = "{team}"\n\n[arms.A]\n\n[arms.B]\n{b_args}\n\n'
         "[load]\nrate_per_s = 1500\nwarmup_rate_per_s = 1500\nduration_s = 1\n"
         "warmup_duration_s = 0.5\n\n"
-        f"[design]\ntrials = {trials}\n\n[analysis]\nalpha = {alpha}\n"
+        f"{design}\n[analysis]\nalpha = {alpha}\n"
     )
 
 
