@@ -66,7 +66,7 @@ metric = "max_throughput_per_s"
 searcher = "grid"
 
 [apply]
-args = ["--threads", "{{threads}}"]
+args = ["--threads", "{threads}"]
 
 [params.threads]
 type = "int"
