@@ -291,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         # Stopped (SIGTERM, Ctrl-C), its arms and actors already stopped by _serve: leave
         # without Ray's exit handlers. Their shutdown waits on the head, and when the head
         # is what died, the processor waited 6 s for this exit (2026-11-29: the driver
-        # returned 0.05 s after the SIGTERM and its process ended 6 s later).
-        stop_alive.set()
+        # returned 0.05 s after the SIGTERM and its process ended 6 s later). The
+        # heartbeat thread ends with the process.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
